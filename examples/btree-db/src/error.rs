@@ -1,0 +1,124 @@
+//! The one error type of the database.
+
+use std::fmt;
+
+/// A page number in the database file.
+pub type PageId = u32;
+
+/// Everything that can go wrong. Bad input from disk or from the caller is an
+/// error, never a panic.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error.
+    Io(std::io::Error),
+    /// The file does not start with the database magic number.
+    BadMagic,
+    /// The file was written by an incompatible format version.
+    UnsupportedVersion {
+        /// Version found in the file.
+        found: u32,
+        /// Version this build reads.
+        expected: u32,
+    },
+    /// The file is shorter than its header says, or a page is cut short.
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+    },
+    /// A page failed its checksum.
+    BadChecksum {
+        /// The page number.
+        page: PageId,
+    },
+    /// A page (or log record) passed its checksum but its structure is invalid.
+    Corrupt {
+        /// The page number (0 for the file header or the log).
+        page: PageId,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// An option value is out of range.
+    InvalidOptions(String),
+    /// A key is longer than [`crate::Limits::max_key`].
+    KeyTooLarge {
+        /// The key length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A key plus value is larger than [`crate::Limits::max_entry`].
+    ValueTooLarge {
+        /// The key plus value length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No table or index with this name.
+    UnknownTable(String),
+    /// No table or index with this id (dropped, or never created).
+    UnknownTableId(u32),
+    /// A table or index with this name already exists.
+    TableExists(String),
+    /// `insert` found the key already present.
+    DuplicateKey,
+    /// `update` found no such key.
+    NotFound,
+    /// Waiting for the lock would close a cycle of waiting transactions. The
+    /// transaction must be aborted (dropping it aborts it).
+    Deadlock,
+    /// The lock was not granted within [`crate::Options::lock_timeout`]. The
+    /// transaction must be aborted.
+    LockTimeout,
+    /// Every buffer pool frame is pinned; raise `Options::pool_pages`.
+    PoolExhausted,
+    /// The database file is already open in this process (or was closed).
+    Closed,
+}
+
+/// Result with the database [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "i/o error: {e}"),
+            Error::BadMagic => f.write_str("not a btree-db file (bad magic number)"),
+            Error::UnsupportedVersion { found, expected } => {
+                write!(f, "unsupported format version {found} (this build reads {expected})")
+            }
+            Error::Truncated { what } => write!(f, "file truncated while reading {what}"),
+            Error::BadChecksum { page } => write!(f, "page {page} failed its checksum"),
+            Error::Corrupt { page, reason } => write!(f, "page {page} is corrupt: {reason}"),
+            Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),
+            Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds {max}"),
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "entry of {len} bytes exceeds {max}")
+            }
+            Error::UnknownTable(n) => write!(f, "unknown table {n:?}"),
+            Error::UnknownTableId(n) => write!(f, "unknown table id {n}"),
+            Error::TableExists(n) => write!(f, "table {n:?} already exists"),
+            Error::DuplicateKey => f.write_str("duplicate key"),
+            Error::NotFound => f.write_str("key not found"),
+            Error::Deadlock => f.write_str("deadlock detected; abort the transaction"),
+            Error::LockTimeout => f.write_str("lock wait timed out; abort the transaction"),
+            Error::PoolExhausted => f.write_str("all buffer pool frames are pinned"),
+            Error::Closed => f.write_str("database is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}

@@ -1,0 +1,79 @@
+//! An embedded transactional key-value store: a B-link tree per table in one
+//! file of checksummed pages, a buffer pool, strict two-phase locking and a
+//! write-ahead log with crash recovery. It is the database the TPC-C example
+//! runs on, and it is built so thread-level speculation can later wrap it.
+//!
+//! # Architecture (one file per concept)
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `page` | page layout, checksums, the narrow [`PageAccess`] accessor trait |
+//! | `frame` | frame storage and the latched accessors `PageRef` / `PageMut` |
+//! | `pager` | the database file: header page, page reads and writes |
+//! | `buffer` | buffer pool: `get_page` / `put_page`, pins, dirty pages, 2Q-style clock |
+//! | `node` | slotted B-link node format: cells, high key, right link, splits |
+//! | `btree` | Lehman-Yao B-link tree: search, insert, delete, cursors |
+//! | `wal` | write-ahead log: records, LSNs, group commit, segments |
+//! | `lock` | record lock manager: shared / exclusive, deadlock detection |
+//! | `txn` | transactions: begin / commit / abort, undo |
+//! | `recovery` | crash recovery: analysis, redo (repeat history), undo losers |
+//! | `db` | [`Database`], catalog, checkpoints |
+//!
+//! # API
+//!
+//! Tables are ordered maps from byte-string keys to byte-string values; keys
+//! compare lexicographically (encode integers big-endian). Secondary indexes
+//! are tables too ([`Database::create_index`] records the owning table in the
+//! catalog); the application writes index entries in the same transaction.
+//!
+//! ```
+//! use btree_db::{Database, Options, SyncMode};
+//! use std::ops::Bound;
+//! # fn main() -> btree_db::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = Database::open(dir.path().join("shop.db"), Options { sync: SyncMode::Off, ..Options::default() })?;
+//! let items = db.create_table("items")?;
+//! let mut txn = db.begin();
+//! txn.insert(items, &7u32.to_be_bytes(), b"apple")?;
+//! txn.put(items, &9u32.to_be_bytes(), b"pear")?;
+//! assert_eq!(txn.get(items, &7u32.to_be_bytes())?.as_deref(), Some(&b"apple"[..]));
+//! txn.commit()?;
+//!
+//! let mut txn = db.begin();
+//! let mut cur = txn.scan(items, Bound::Unbounded, Bound::Unbounded)?;
+//! while let Some((key, value)) = cur.next()? {
+//!     println!("{key:?} -> {value:?}");
+//! }
+//! cur.close();
+//! txn.abort()?;
+//! db.checkpoint()?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Seams for thread-level speculation
+//!
+//! * Page bytes are only reached through [`PageAccess`] methods (integers and
+//!   byte ranges at offsets); no slice into a frame outlives one call.
+//! * `BufferPool::get_page` / `put_page`, `LockManager::acquire` /
+//!   `release_one`, and `Cursor` open / [`Cursor::close`] are plain functions.
+//! * Every log record goes through `Wal::append`, which assigns the LSN.
+//! * The lock manager counts acquisitions per transaction and lock, so one
+//!   acquisition can be undone.
+
+mod btree;
+mod buffer;
+mod db;
+mod error;
+mod frame;
+mod lock;
+mod node;
+mod page;
+mod pager;
+mod recovery;
+mod txn;
+mod wal;
+
+pub use db::{Database, Limits, Options, Stats, SyncMode, TableId, TableInfo, TableKind};
+pub use error::{Error, PageId, Result};
+pub use page::{PageAccess, PageBuf, validate_page};
+pub use txn::{Cursor, Txn};
