@@ -1,0 +1,1 @@
+//! The tutorial book: each chapter is included as a doc test.

@@ -1,0 +1,3 @@
+//! Demo (being written).
+
+fn main() {}

@@ -1,0 +1,106 @@
+//! Adaptive fallback: speculation that does not pay is turned off, per loop site, and
+//! tried again later.
+//!
+//! The committing thread watches windows of [`WINDOW`] epochs. When more than half of
+//! a window's epochs were rolled back, the site switches to *in-order* execution: an
+//! epoch is started only once every earlier one has committed, so it runs homefree,
+//! with no read tracking and no wasted work (a full dependence chain then costs about
+//! what the plain loop does). After `backoff` in-order epochs the site probes
+//! speculation again for one window; each failed probe doubles `backoff` (up to
+//! [`MAX_BACKOFF`]) and a successful one resets it. The state lives in the site, so it
+//! carries across runs of the same loop (a transaction's items loop runs once per
+//! transaction).
+//!
+//! Memory ordering: all fields are `Relaxed` counters and a flag. They steer
+//! scheduling, not correctness: any interleaving of their updates yields a valid
+//! schedule, since every epoch is protected by the violation protocol either way.
+
+use core::panic::Location;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Epochs per decision window.
+pub(crate) const WINDOW: u32 = 8;
+/// First in-order stretch after speculation failed, in epochs.
+pub(crate) const MIN_BACKOFF: u64 = 32;
+/// Longest in-order stretch between probes.
+pub(crate) const MAX_BACKOFF: u64 = 4096;
+
+/// The adaptive state of one loop site.
+#[derive(Debug)]
+pub struct LoopSite {
+    in_order: AtomicBool,
+    in_order_left: AtomicU64,
+    backoff: AtomicU64,
+    window_epochs: AtomicU32,
+    window_rolled_back: AtomicU32,
+}
+
+impl Default for LoopSite {
+    fn default() -> Self {
+        LoopSite::new()
+    }
+}
+
+impl LoopSite {
+    /// A site that starts out speculating.
+    pub const fn new() -> Self {
+        LoopSite {
+            in_order: AtomicBool::new(false),
+            in_order_left: AtomicU64::new(0),
+            backoff: AtomicU64::new(MIN_BACKOFF),
+            window_epochs: AtomicU32::new(0),
+            window_rolled_back: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether epochs should now start only when homefree.
+    #[inline]
+    pub(crate) fn in_order(&self) -> bool {
+        self.in_order.load(Relaxed)
+    }
+
+    /// Called by the committing thread after each commit.
+    pub(crate) fn committed(&self, rolled_back: bool, was_in_order: bool) {
+        if was_in_order || self.in_order() {
+            if self.in_order_left.load(Relaxed) <= 1 {
+                // Probe speculation again for one window.
+                self.window_epochs.store(0, Relaxed);
+                self.window_rolled_back.store(0, Relaxed);
+                self.in_order.store(false, Relaxed);
+            } else {
+                self.in_order_left.fetch_sub(1, Relaxed);
+            }
+            return;
+        }
+        let epochs = self.window_epochs.fetch_add(1, Relaxed) + 1;
+        let bad = self.window_rolled_back.fetch_add(u32::from(rolled_back), Relaxed)
+            + u32::from(rolled_back);
+        if epochs >= WINDOW {
+            self.window_epochs.store(0, Relaxed);
+            self.window_rolled_back.store(0, Relaxed);
+            let backoff = self.backoff.load(Relaxed);
+            if bad * 2 > epochs {
+                self.in_order_left.store(backoff, Relaxed);
+                self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
+                self.in_order.store(true, Relaxed);
+            } else {
+                self.backoff.store(MIN_BACKOFF, Relaxed);
+            }
+        }
+    }
+}
+
+/// The site of a loop identified by its source location and name (for loops run
+/// without a `static` site of their own).
+pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'static LoopSite {
+    type Key = (usize, String);
+    static SITES: Mutex<Option<HashMap<Key, &'static LoopSite>>> = Mutex::new(None);
+    let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (location as *const Location<'static> as usize, name.to_owned());
+    sites
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(LoopSite::new())))
+}

@@ -1,0 +1,118 @@
+//! Work delayed until an epoch commits: `on_commit` actions and write-only
+//! accumulations, applied in epoch order by the committing thread.
+
+use crate::epoch;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
+/// plain-function form of `#[on_commit]`.
+///
+/// Outside any speculative epoch, or in a homefree one, `f` runs at once. Actions of an
+/// epoch that is rolled back past the call are dropped unrun.
+///
+/// ```
+/// use std::sync::Mutex;
+/// static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// tls_runtime::for_each(0..50u32, |i| {
+///     tls_runtime::on_commit(move || LOG.lock().unwrap().push(i));
+/// });
+/// assert_eq!(*LOG.lock().unwrap(), (0..50).collect::<Vec<_>>());
+/// ```
+pub fn on_commit(f: impl FnOnce() + Send + 'static) {
+    defer(Box::new(f))
+}
+
+fn defer(f: Box<dyn FnOnce() + Send + '_>) {
+    match epoch::current() {
+        None => f(),
+        Some(cx) => {
+            let a = cx.begin_access();
+            if a.homefree && !cx.raising.get() {
+                f()
+            } else {
+                // SAFETY: only the lifetime bound is erased. `defer` is reached with a
+                // non-'static closure only through `Accumulator::record`, whose contract
+                // makes the accumulator (and so what the closure borrows) outlive the
+                // loop; the loop runs or drops every action before it returns.
+                let f = unsafe {
+                    core::mem::transmute::<
+                        Box<dyn FnOnce() + Send + '_>,
+                        Box<dyn FnOnce() + Send + 'static>,
+                    >(f)
+                };
+                cx.commits.borrow_mut().push((cx.segment.get(), f));
+            }
+        }
+    }
+}
+
+/// A variable declared outside a speculative loop that the loop only accumulates into
+/// (`total += x`, `out.push(y)`): each epoch records its updates, and they are applied
+/// to the variable at commit, in epoch order, so the result is exactly the sequential
+/// one (floating point included) and the updates create no dependence between epochs.
+///
+/// The `#[tls_loop]` macro creates these; code without the macro can too.
+///
+/// ```
+/// use tls_runtime::Accumulator;
+/// let mut total = 0.0f64;
+/// {
+///     // SAFETY: `acc` outlives the loop below.
+///     let acc = unsafe { Accumulator::new(&mut total) };
+///     tls_runtime::for_each(1..=10, |i| acc.record(move |t| *t += 1.0 / f64::from(i)));
+/// }
+/// assert_eq!(total, (1..=10).fold(0.0, |t, i| t + 1.0 / f64::from(i)));
+/// ```
+pub struct Accumulator<'a, T> {
+    target: *mut T,
+    busy: AtomicBool,
+    _borrow: PhantomData<&'a mut T>,
+}
+
+// SAFETY: the accumulator only hands `&mut T` to one update at a time (under `busy`),
+// on whichever thread commits, so it moves `T` access between threads like a
+// `Mutex<T>`: sound when `T: Send`.
+unsafe impl<T: Send> Sync for Accumulator<'_, T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Accumulator<'_, T> {}
+
+impl<'a, T: Send> Accumulator<'a, T> {
+    /// Accumulates into `target`.
+    ///
+    /// # Safety
+    /// The accumulator must outlive every speculative loop whose epochs call `record`
+    /// on it (create it before the loop, drop it after): updates recorded by an epoch
+    /// are kept until the epoch commits and borrow what `target` borrows.
+    pub unsafe fn new(target: &'a mut T) -> Self {
+        Accumulator {
+            target,
+            busy: AtomicBool::new(false),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Records `op` to be applied to the variable when the current epoch commits (at
+    /// once outside speculation or in a homefree epoch).
+    pub fn record(&self, op: impl FnOnce(&mut T) + Send + 'a) {
+        let target = SendPtr(self.target);
+        let busy = &self.busy;
+        defer(Box::new(move || {
+            let target = target;
+            while busy
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                core::hint::spin_loop();
+            }
+            // SAFETY: `busy` gives this update exclusive access; `target` is valid for
+            // 'a (the `new` contract) and 'a outlives this action.
+            op(unsafe { &mut *target.0 });
+            busy.store(false, Ordering::Release);
+        }))
+    }
+}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: the pointer is only dereferenced under the accumulator's `busy` flag.
+unsafe impl<T: Send> Send for SendPtr<T> {}

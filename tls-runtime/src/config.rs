@@ -1,0 +1,82 @@
+//! Settings read once from the environment.
+//!
+//! - `TLS_THREADS`: threads per loop, the caller included (default: all cores).
+//! - `TLS_MODE`: `parallel` (default) or `sequential` (every loop runs in order on the
+//!   calling thread, with no speculation: the baseline to compare against).
+//! - `TLS_REPORT=stderr`: print each loop's report to stderr when it ends.
+//! - `TLS_SPIN_US`: how long idle workers spin, looking for work, before they park
+//!   (default 1000 microseconds).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How loops run, from `TLS_MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Speculative epochs on several threads.
+    Parallel,
+    /// In order on the calling thread.
+    Sequential,
+}
+
+#[derive(Debug)]
+pub(crate) struct Env {
+    pub(crate) threads: usize,
+    pub(crate) mode: Mode,
+    pub(crate) report_stderr: bool,
+    pub(crate) spin_after: Duration,
+}
+
+/// The settings, read from the environment on first use.
+pub(crate) fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(read_env)
+}
+
+fn read_env() -> Env {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = match std::env::var("TLS_THREADS") {
+        Ok(s) => match s.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                eprintln!(
+                    "tls-runtime: TLS_THREADS={s:?} is not a positive integer; using {cores}"
+                );
+                cores
+            }
+        },
+        Err(_) => cores,
+    };
+    let mode = match std::env::var("TLS_MODE").as_deref() {
+        Err(_) | Ok("parallel") | Ok("") => Mode::Parallel,
+        Ok("sequential") => Mode::Sequential,
+        Ok(other) => {
+            eprintln!(
+                "tls-runtime: unknown TLS_MODE={other:?} (expected `parallel` or \
+                 `sequential`); using parallel"
+            );
+            Mode::Parallel
+        }
+    };
+    let report_stderr = matches!(std::env::var("TLS_REPORT").as_deref(), Ok("stderr"));
+    let spin_after = std::env::var("TLS_SPIN_US")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(Duration::from_micros(1000), Duration::from_micros);
+    Env {
+        threads,
+        mode,
+        report_stderr,
+        spin_after,
+    }
+}
+
+/// The mode loops run in (`TLS_MODE`).
+pub fn mode() -> Mode {
+    env().mode
+}
+
+/// The default number of threads per loop, the caller included (`TLS_THREADS`).
+pub fn default_threads() -> usize {
+    env().threads
+}

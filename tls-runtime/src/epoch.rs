@@ -1,0 +1,353 @@
+//! Epochs: their numbering, the per-epoch violation signal, and the context of the
+//! epoch running on this thread.
+//!
+//! An epoch is identified by a [`Tag`]: the loop's serial number in the high 32 bits and
+//! the epoch's index in loop order in the low 32 bits. Tags of one loop compare in loop
+//! order; records carrying another loop's serial are ignored by this loop.
+//!
+//! Each loop owns an [`EpochRing`] of padded [`EpochSlot`]s, one per epoch that may be in
+//! flight. A writer that violates epoch `j` lowers `j`'s `rollback_to` segment; `j` polls
+//! its own slot (its own cache line) at every speculative access and checkpoint.
+
+use crate::memory::slot::Access;
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, lock};
+use core::cell::{Cell, RefCell};
+use core::panic::Location;
+use crossbeam_utils::CachePadded;
+
+/// An epoch's identity: `serial << 32 | index`.
+pub(crate) type Tag = u64;
+
+/// Builds the tag of epoch `index` of loop `serial`.
+pub(crate) fn make_tag(serial: u32, index: u64) -> Tag {
+    (u64::from(serial) << 32) | (index & 0xffff_ffff)
+}
+
+/// The loop serial of a tag.
+pub(crate) fn serial_of(tag: Tag) -> u32 {
+    (tag >> 32) as u32
+}
+
+/// The epoch index of a tag.
+pub(crate) fn index_of(tag: Tag) -> u64 {
+    tag & 0xffff_ffff
+}
+
+/// `rollback_to` value meaning "not violated".
+pub(crate) const NOT_VIOLATED: u32 = u32::MAX;
+
+/// Why an epoch was violated: the store that hit a location it had loaded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cause {
+    pub(crate) store: &'static Location<'static>,
+    pub(crate) load: &'static Location<'static>,
+    /// The load was the epoch's `load_ordinal`-th speculative access.
+    pub(crate) load_ordinal: u32,
+}
+
+/// The shared, padded state of one in-flight epoch.
+///
+/// States of `rollback_to`:
+///
+/// ```text
+///   NOT_VIOLATED --violate(s): fetch_min--> s --violate(s2 < s)--> s2
+///        ^                                   |
+///        +------- take_violation(): swap ----+
+/// ```
+///
+/// Memory ordering: `violate` runs under the violated location's lock, after the new
+/// version is in place, and its `fetch_min` is `AcqRel`. The victim reads `rollback_to`
+/// with `Relaxed` while speculating (a late look only delays a rollback that will come:
+/// the same check runs at every access, at every checkpoint and before commit); the
+/// check before commit follows an `Acquire` load of the commit watermark that
+/// synchronizes with the earlier epochs' `Release` commits, so every violation raised by
+/// an earlier epoch is visible there. `tag` is published with `Release` before the epoch
+/// makes any access and read with `Acquire` by violators.
+#[derive(Debug)]
+pub(crate) struct EpochSlot {
+    tag: AtomicU64,
+    rollback_to: AtomicU32,
+    cause: Mutex<Option<(u32, Cause)>>,
+}
+
+impl EpochSlot {
+    fn new() -> Self {
+        EpochSlot {
+            tag: AtomicU64::new(0),
+            rollback_to: AtomicU32::new(NOT_VIOLATED),
+            cause: Mutex::new(None),
+        }
+    }
+
+    /// Makes the slot belong to epoch `tag`, with no violation pending.
+    pub(crate) fn reset(&self, tag: Tag) {
+        self.rollback_to.store(NOT_VIOLATED, Ordering::Relaxed);
+        *lock(&self.cause) = None;
+        self.tag.store(tag, Ordering::Release);
+    }
+
+    /// The pending rollback target, or `NOT_VIOLATED`.
+    #[inline]
+    pub(crate) fn pending(&self, order: Ordering) -> u32 {
+        self.rollback_to.load(order)
+    }
+
+    /// Clears and returns the pending rollback target and its cause.
+    pub(crate) fn take_violation(&self) -> (u32, Option<Cause>) {
+        let target = self.rollback_to.swap(NOT_VIOLATED, Ordering::AcqRel);
+        let cause = lock(&self.cause).take().map(|(_, c)| c);
+        (target, cause)
+    }
+}
+
+/// The slots of the epochs a loop may have in flight, indexed by epoch index modulo the
+/// ring's length.
+#[derive(Debug)]
+pub(crate) struct EpochRing {
+    slots: Box<[CachePadded<EpochSlot>]>,
+    mask: u64,
+}
+
+impl EpochRing {
+    /// A ring with room for at least `window` epochs in flight.
+    pub(crate) fn new(window: usize) -> Self {
+        let len = window.max(1).next_power_of_two();
+        EpochRing {
+            slots: (0..len).map(|_| CachePadded::new(EpochSlot::new())).collect(),
+            mask: len as u64 - 1,
+        }
+    }
+
+    /// How many epochs fit in flight.
+    pub(crate) fn len(&self) -> u64 {
+        self.mask + 1
+    }
+
+    /// The slot of epoch `index`.
+    #[inline]
+    pub(crate) fn slot(&self, index: u64) -> &EpochSlot {
+        &self.slots[(index & self.mask) as usize]
+    }
+
+    /// Asks epoch `victim` to roll back to `segment`, for `cause`.
+    ///
+    /// Does nothing if the slot already belongs to another epoch (the victim's record was
+    /// dead). Called with the violated location's lock held.
+    pub(crate) fn violate(&self, victim: Tag, segment: u32, cause: Cause) {
+        let slot = self.slot(index_of(victim));
+        if slot.tag.load(Ordering::Acquire) != victim {
+            return;
+        }
+        let mut c = lock(&slot.cause);
+        if c.is_none_or(|(s, _)| segment < s) {
+            *c = Some((segment, cause));
+        }
+        slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
+    }
+
+    /// Squashes every in-flight epoch of loop `serial` after `index`: they roll back to
+    /// their start and learn from the loop's stop index that they must not re-run.
+    pub(crate) fn squash_after(&self, serial: u32, index: u64) {
+        for slot in self.slots.iter() {
+            let tag = slot.tag.load(Ordering::Acquire);
+            if serial_of(tag) == serial && index_of(tag) > index {
+                slot.rollback_to.fetch_min(0, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+/// A location written by an epoch: what commit and rollback must visit.
+pub(crate) trait Versioned {
+    /// Commits epoch `tag`'s newest version of the location `key`.
+    fn commit_key(&self, key: usize, tag: Tag);
+    /// Discards the versions of `a.tag` at `key` written in segments `>= from_segment`.
+    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32);
+}
+
+/// One entry of an epoch's write log.
+pub(crate) struct WriteRecord {
+    /// The container; it outlives the epoch (see `forget_location` for the exception).
+    pub(crate) target: *const dyn Versioned,
+    pub(crate) key: usize,
+    pub(crate) segment: u32,
+}
+
+/// A deferred action of an epoch (commit-time action or undo), with its segment.
+pub(crate) type Action = (u32, Box<dyn FnOnce() + Send>);
+
+/// The context of the epoch attempt running on this thread. Lives on the running
+/// thread's stack; only that thread touches it.
+pub(crate) struct EpochCx {
+    pub(crate) tag: Tag,
+    pub(crate) index: u64,
+    pub(crate) segment: Cell<u32>,
+    homefree: Cell<bool>,
+    watermark_cache: Cell<u64>,
+    /// A rollback signal is unwinding: accesses made by destructors must not raise again.
+    pub(crate) raising: Cell<bool>,
+    ordinal: Cell<u32>,
+    ring: *const EpochRing,
+    watermark: *const AtomicU64,
+    pub(crate) writes: RefCell<Vec<WriteRecord>>,
+    pub(crate) undo: RefCell<Vec<Action>>,
+    pub(crate) commits: RefCell<Vec<Action>>,
+    /// A panic message held back because the epoch was speculative when it panicked.
+    pub(crate) held_panic: RefCell<Option<String>>,
+}
+
+/// The unwinding payload that carries a rollback to the epoch runner.
+pub(crate) struct RollbackSignal;
+
+/// The unwinding payload of an escaped call whose argument check failed: the epoch
+/// waits until it is violated (the argument was stale) or homefree (it was not).
+pub(crate) struct AwaitHomefreeSignal;
+
+thread_local! {
+    static CURRENT: Cell<*const EpochCx> = const { Cell::new(core::ptr::null()) };
+}
+
+/// The epoch running on this thread, if any (and not suspended by an escape).
+#[inline]
+pub(crate) fn current() -> Option<&'static EpochCx> {
+    let p = CURRENT.with(Cell::get);
+    // SAFETY: `CURRENT` is only set by `CurrentGuard`, which clears it before the context
+    // it points to goes away; the reference never leaves this thread, and callers use
+    // it only within the access it was fetched for (never across a guard's drop).
+    unsafe { p.as_ref() }
+}
+
+/// Sets the thread's current epoch for its lifetime, restoring the previous one after.
+pub(crate) struct CurrentGuard(*const EpochCx);
+
+impl CurrentGuard {
+    /// Makes `cx` (or no epoch, for `None`) current.
+    pub(crate) fn set(cx: Option<&EpochCx>) -> Self {
+        let p = cx.map_or(core::ptr::null(), |c| c as *const EpochCx);
+        CurrentGuard(CURRENT.with(|c| c.replace(p)))
+    }
+}
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+impl EpochCx {
+    /// A fresh context for epoch `index` of a loop.
+    pub(crate) fn new(tag: Tag, ring: &EpochRing, watermark: &AtomicU64) -> Self {
+        EpochCx {
+            tag,
+            index: index_of(tag),
+            segment: Cell::new(0),
+            homefree: Cell::new(false),
+            watermark_cache: Cell::new(0),
+            raising: Cell::new(false),
+            ordinal: Cell::new(0),
+            ring,
+            watermark,
+            writes: RefCell::new(Vec::new()),
+            undo: RefCell::new(Vec::new()),
+            commits: RefCell::new(Vec::new()),
+            held_panic: RefCell::new(None),
+        }
+    }
+
+    pub(crate) fn ring(&self) -> &EpochRing {
+        // SAFETY: the loop that owns the ring outlives every epoch context it creates.
+        unsafe { &*self.ring }
+    }
+
+    fn watermark(&self) -> &AtomicU64 {
+        // SAFETY: as for `ring`.
+        unsafe { &*self.watermark }
+    }
+
+    /// Whether the epoch is known to be homefree (all earlier epochs committed).
+    #[inline]
+    pub(crate) fn homefree(&self) -> bool {
+        self.homefree.get()
+    }
+
+    /// Refreshes the cached watermark and raises a pending violation; notices when the
+    /// epoch becomes homefree.
+    ///
+    /// The violation check comes after the `Acquire` load of the watermark, so an epoch
+    /// that finds itself homefree has seen every violation its predecessors raised: it
+    /// never acts as homefree (running commit-time actions at once, skipping undo) on
+    /// stale reads.
+    #[inline]
+    fn refresh(&self) {
+        let w = self.watermark().load(Ordering::Acquire);
+        self.watermark_cache.set(w);
+        if self.ring().slot(self.index).pending(Ordering::Acquire) != NOT_VIOLATED {
+            self.raise(RollbackSignal);
+        }
+        if w == self.index {
+            self.homefree.set(true);
+        }
+    }
+
+    /// Marks the epoch homefree (the runner saw the watermark reach it).
+    pub(crate) fn set_homefree(&self) {
+        self.homefree.set(true);
+        self.watermark_cache.set(self.index);
+    }
+
+    /// The start of every speculative access: raises a pending violation (unwinding to
+    /// the epoch runner) and describes the epoch to the location.
+    #[inline]
+    pub(crate) fn begin_access(&self) -> Access<'_> {
+        if !self.raising.get() && !self.homefree.get() {
+            self.refresh();
+        }
+        let ordinal = self.ordinal.get();
+        self.ordinal.set(ordinal.wrapping_add(1));
+        self.access()
+    }
+
+    /// The epoch as a location sees it, without any check.
+    #[inline]
+    pub(crate) fn access(&self) -> Access<'_> {
+        Access {
+            tag: self.tag,
+            segment: self.segment.get(),
+            homefree: self.homefree.get(),
+            ring: self.ring(),
+            watermark: self.watermark_cache.get(),
+            ordinal: self.ordinal.get(),
+        }
+    }
+
+    /// Unwinds to the epoch runner if a violation is pending (at checkpoints and polls).
+    #[inline]
+    pub(crate) fn check_violation(&self) {
+        if !self.raising.get() && !self.homefree.get() {
+            self.refresh();
+        }
+    }
+
+    /// Reads the watermark (for the runner's wait loop), caching it.
+    pub(crate) fn load_watermark(&self) -> u64 {
+        let w = self.watermark().load(Ordering::Acquire);
+        self.watermark_cache.set(w);
+        w
+    }
+
+    /// Unwinds to the epoch runner with `signal`.
+    pub(crate) fn raise<S: Send + 'static>(&self, signal: S) -> ! {
+        self.raising.set(true);
+        std::panic::resume_unwind(Box::new(signal))
+    }
+
+    /// Logs a new version written at `target[key]` in the current segment.
+    #[inline]
+    pub(crate) fn log_write(&self, target: *const dyn Versioned, key: usize) {
+        self.writes.borrow_mut().push(WriteRecord {
+            target,
+            key,
+            segment: self.segment.get(),
+        });
+    }
+}

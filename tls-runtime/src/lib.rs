@@ -1,0 +1,83 @@
+//! Thread-level speculation for Rust.
+//!
+//! Take a sequential loop whose iterations *probably* do not depend on each other, mark
+//! it `#[tls_loop]` (or call [`for_each`] / [`Loop::run`]), and its iterations run as
+//! ordered speculative *epochs* on all cores, with exactly the sequential result.
+//!
+//! # How it works, file by file
+//!
+//! - [`Spec`], [`SpecVec`], [`SpecMap`], [`SpecMemory`] (`memory/`) are the speculative
+//!   data. Each tracked location is a `memory::slot::Slot`: the committed value, the
+//!   uncommitted versions written by epochs in flight (lazy versioning: writes are
+//!   buffered per epoch and applied at commit), and records of which epochs read it and
+//!   which version they saw. A read sees the epoch's own write, else the newest write of
+//!   an earlier epoch (forwarding), else the committed value. Reads and writes of a
+//!   location are serialized by the slot's spin lock, so a write by an earlier epoch and
+//!   a read by a later one can never miss each other: the writer finds the reader's
+//!   record and *violates* it. Outside any loop, an access is one uncontended lock.
+//! - `epoch.rs` numbers epochs ([`Loop`] serial + index), keeps each in-flight epoch's
+//!   padded violation word in the loop's ring, and holds the running epoch's context
+//!   (segment, write log, undo log, commit-time log) in a thread-local. A violated epoch
+//!   learns of it at its next access or checkpoint and unwinds to the runner.
+//! - `run.rs` schedules: each participating thread claims the next epoch, runs it,
+//!   waits until it is *homefree* (every earlier epoch committed), commits it, and
+//!   claims again. Commit moves versions into committed values and runs `on_commit`
+//!   actions in epoch order. Rollback goes back only to the start of the *sub-thread
+//!   segment* in which the violated load happened (`checkpoint!()` splits a body into
+//!   segments; the runtime keeps a clone of the state at each checkpoint), running undo
+//!   actions newest first and discarding the segment's writes. A panic in a speculative
+//!   epoch waits: if the epoch is violated it was a zombie and re-runs; if it becomes
+//!   homefree the panic is real and reaches the caller after later epochs are squashed.
+//!   `break` / `return` end the loop the same way.
+//! - `escape.rs` runs calls non-speculatively ([`escape`]) with undo actions
+//!   ([`on_violation`]); `commit.rs` delays work to commit ([`on_commit`],
+//!   [`Accumulator`]).
+//! - `adapt.rs` turns speculation off for a loop site when most epochs roll back, and
+//!   probes it again later, so a loop with a true dependence chain runs at about the
+//!   speed of the plain loop.
+//! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
+//!   while after, then park. `report.rs` collects what each loop did
+//!   ([`last_report`]).
+//!
+//! # The contract
+//!
+//! The final state of speculative data, the loop's outcome (`break`, `return`, panic)
+//! and the order of commit-time actions equal those of the sequential loop, whatever
+//! the thread count. Code that is not speculative (plain statics, I/O, atomics) must go
+//! through [`escape`] or [`on_commit`]; data read by one iteration and written by
+//! another must live in speculative containers.
+//!
+//! Rollback unwinds the epoch's stack, so the crate needs `panic = "unwind"` (the
+//! default), and loop bodies must not swallow panics with `catch_unwind`.
+
+mod adapt;
+mod commit;
+mod config;
+mod control;
+mod epoch;
+mod escape;
+mod memory;
+mod panic_hook;
+mod report;
+mod run;
+mod sync;
+mod workers;
+
+pub use adapt::LoopSite;
+pub use commit::{Accumulator, on_commit};
+pub use config::{Mode, default_threads, mode};
+pub use control::{Control, LoopOutcome, Step};
+pub use escape::{EscapeLock, escape, escape_checked, is_speculative, on_violation};
+pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};
+pub use report::{Dependence, LoopReport, RunMode, SourceLocation, last_report};
+pub use run::{Loop, for_each, poll};
+pub use tls_macros::{checkpoint, escape, on_commit, on_violation, tls_loop};
+
+/// Support for the code the macros generate. Not a public interface.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::commit::Accumulator;
+    pub use crate::escape::{EscapeLock, escape, escape_checked, on_violation};
+    pub use crate::run::poll;
+    pub use crate::{Control, Loop, LoopOutcome, LoopSite, Step, on_commit};
+}

@@ -1,0 +1,193 @@
+//! `SpecMap<K, V>`: a hash map whose entries are tracked key by key.
+
+use super::slot::{Access, Slot};
+use super::{forget, read_with, update};
+use crate::epoch::{Tag, Versioned};
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::panic::Location;
+use core::sync::atomic::{AtomicBool, Ordering};
+use crossbeam_utils::CachePadded;
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::sync::Mutex;
+
+const SHARDS: usize = 16;
+
+type Shard<K, V> = CachePadded<Mutex<HashMap<K, Box<Slot<Option<V>>>>>>;
+
+/// A hash map for speculative loops: each key is its own tracked location, so epochs
+/// that touch different keys never conflict, and an epoch that found a key absent is
+/// violated when an earlier epoch inserts it.
+///
+/// The map is sharded (16 shards) so that epochs on different keys rarely meet on a
+/// lock. A key once touched keeps its (possibly empty) entry until `into_map`.
+///
+/// ```
+/// use tls_runtime::SpecMap;
+/// let m = SpecMap::new();
+/// tls_runtime::for_each(0..10u32, |i| {
+///     m.insert(i % 3, i);
+/// });
+/// assert_eq!(m.get(&0), Some(9));
+/// ```
+pub struct SpecMap<K, V> {
+    shards: Box<[Shard<K, V>]>,
+    hasher: RandomState,
+    written: AtomicBool,
+}
+
+impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        SpecMap {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .collect(),
+            hasher: RandomState::new(),
+            written: AtomicBool::new(false),
+        }
+    }
+
+    fn shard(&self, k: &K) -> &Shard<K, V> {
+        &self.shards[(self.hasher.hash_one(k) as usize) % SHARDS]
+    }
+
+    /// The slot of `k`, created empty if `create` (speculative accesses must track
+    /// absent keys too). The slot is boxed and never removed while the map lives, so the
+    /// returned reference stays valid after the shard lock is released.
+    fn slot(&self, k: &K, create: bool) -> Option<&Slot<Option<V>>> {
+        let mut shard = self.shard(k).lock().unwrap_or_else(|e| e.into_inner());
+        let slot: *const Slot<Option<V>> = match shard.get(k) {
+            Some(s) => &**s,
+            None if create => &**shard
+                .entry(k.clone())
+                .or_insert_with(|| Box::new(Slot::new(None))),
+            None => return None,
+        };
+        // SAFETY: the slot lives in a `Box` that stays in the map (entries are never
+        // removed before the map is consumed or dropped, which needs `&mut self`), so it
+        // outlives `&self`.
+        Some(unsafe { &*slot })
+    }
+
+    /// A copy of the value of `k`.
+    #[track_caller]
+    pub fn get(&self, k: &K) -> Option<V>
+    where
+        V: Clone,
+    {
+        self.with(k, |v| v.cloned())
+    }
+
+    /// Looks at the value of `k` through `f` without cloning it.
+    #[track_caller]
+    pub fn with<R>(&self, k: &K, f: impl FnOnce(Option<&V>) -> R) -> R {
+        let loc = Location::caller();
+        match self.slot(k, crate::epoch::current().is_some()) {
+            Some(slot) => read_with(slot, loc, |v| f(v.as_ref())),
+            None => f(None),
+        }
+    }
+
+    /// Whether `k` has a value.
+    #[track_caller]
+    pub fn contains_key(&self, k: &K) -> bool {
+        self.with(k, |v| v.is_some())
+    }
+
+    /// Sets the value of `k`, returning the previous one.
+    #[track_caller]
+    pub fn insert(&self, k: K, v: V) -> Option<V>
+    where
+        V: Clone,
+    {
+        let loc = Location::caller();
+        let slot = self.slot(&k, true).expect("created");
+        let key = slot as *const _ as usize;
+        update(slot, self, key, &self.written, loc, |old| old.replace(v))
+    }
+
+    /// Removes `k`, returning its value.
+    #[track_caller]
+    pub fn remove(&self, k: &K) -> Option<V>
+    where
+        V: Clone,
+    {
+        let loc = Location::caller();
+        let Some(slot) = self.slot(k, crate::epoch::current().is_some()) else {
+            return None;
+        };
+        let key = slot as *const _ as usize;
+        update(slot, self, key, &self.written, loc, Option::take)
+    }
+
+    /// Consumes the map, returning its committed entries.
+    pub fn into_map(self) -> HashMap<K, V> {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; each field is moved out once.
+        let shards = unsafe { core::ptr::read(&this.shards) };
+        // SAFETY: as above.
+        drop(unsafe { core::ptr::read(&this.hasher) });
+        let mut out = HashMap::new();
+        for shard in shards.into_vec() {
+            let shard = CachePadded::into_inner(shard)
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner());
+            for (k, slot) in shard {
+                if let Some(v) = slot.into_committed() {
+                    out.insert(k, v);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl<K: Hash + Eq + Clone, V> Default for SpecMap<K, V> {
+    fn default() -> Self {
+        SpecMap::new()
+    }
+}
+
+impl<K, V> Versioned for SpecMap<K, V> {
+    fn commit_key(&self, key: usize, tag: Tag) {
+        // SAFETY: `key` is the address of a boxed slot of this map (see `insert`), and
+        // slots live as long as the map.
+        unsafe { &*(key as *const Slot<Option<V>>) }.commit(tag)
+    }
+    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32) {
+        // SAFETY: as in `commit_key`.
+        unsafe { &*(key as *const Slot<Option<V>>) }.discard(a, from_segment)
+    }
+}
+
+impl<K, V> Drop for SpecMap<K, V> {
+    fn drop(&mut self) {
+        if self.written.load(Ordering::Relaxed) {
+            let shards: Vec<_> = self
+                .shards
+                .iter_mut()
+                .map(|s| core::mem::take(s.get_mut().unwrap_or_else(|e| e.into_inner())))
+                .collect();
+            forget(self, shards.iter().flat_map(|s| s.values().map(|b| &**b)));
+        }
+    }
+}
+
+impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for SpecMap<K, V> {
+    /// Shows the committed entries.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut m = f.debug_map();
+        for shard in self.shards.iter() {
+            for (k, slot) in shard.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                slot.read_committed(|v| {
+                    if let Some(v) = v {
+                        m.entry(k, v);
+                    }
+                });
+            }
+        }
+        m.finish()
+    }
+}

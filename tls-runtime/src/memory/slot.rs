@@ -1,0 +1,404 @@
+//! One speculative location: a committed value plus the uncommitted versions and the
+//! reader records of the epochs now in flight.
+//!
+//! This is the heart of violation detection. Every speculative read and write of the
+//! location happens under the slot's [`RawLock`], so a read by a later epoch and a racing
+//! write by an earlier one are totally ordered: either the read comes first and the
+//! write finds its reader record (and violates the reader), or the write comes first and
+//! the read sees the written version (forwarding). There is no window in which both miss
+//! each other; `tests/loom.rs` checks this.
+//!
+//! Versioning is lazy: a speculative write adds a version tagged with (epoch, segment)
+//! and leaves the committed value alone; commit moves the epoch's newest version into
+//! the committed value, rollback drops the versions of the rolled-back segments.
+//!
+//! A read records `(reader epoch, reader segment, version seen)`. A write by epoch `i`
+//! violates every recorded reader `j > i` that saw a version older than or equal to `i`
+//! (it should have seen `i`'s new value), rolling `j` back to the segment of that read.
+//! Records of committed epochs or of other loops are dead and pruned as they are met;
+//! a record left behind by a rolled-back attempt can at worst cause one needless
+//! rollback, never a missed one.
+
+use crate::epoch::{Cause, EpochRing, Tag, index_of, serial_of};
+use crate::sync::{RaceCell, RawLock};
+use core::panic::Location;
+
+/// Which version a reader saw: the committed value, or the version of (epoch, segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    /// The writer's tag; `0` for the committed value (no real tag is 0).
+    tag: Tag,
+    segment: u32,
+}
+
+const COMMITTED: Seen = Seen { tag: 0, segment: 0 };
+
+#[derive(Debug)]
+struct Version<T> {
+    tag: Tag,
+    segment: u32,
+    value: T,
+    store: &'static Location<'static>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reader {
+    tag: Tag,
+    segment: u32,
+    seen: Seen,
+    load: &'static Location<'static>,
+    ordinal: u32,
+}
+
+#[derive(Debug)]
+struct Meta<T> {
+    /// Sorted by (tag, segment).
+    versions: Vec<Version<T>>,
+    readers: Vec<Reader>,
+}
+
+impl<T> Default for Meta<T> {
+    fn default() -> Self {
+        Meta {
+            versions: Vec::new(),
+            readers: Vec::new(),
+        }
+    }
+}
+
+/// The epoch doing a speculative access, as the slot needs to see it.
+#[derive(Clone, Copy)]
+pub(crate) struct Access<'a> {
+    /// The accessing epoch.
+    pub(crate) tag: Tag,
+    /// Its current sub-thread segment.
+    pub(crate) segment: u32,
+    /// Whether it is the oldest uncommitted epoch: its reads need no record.
+    pub(crate) homefree: bool,
+    /// The loop's epoch ring, to signal violations.
+    pub(crate) ring: &'a EpochRing,
+    /// A lower bound of the loop's commit watermark: records of epochs below it are dead.
+    pub(crate) watermark: u64,
+    /// How many accesses the epoch made before this one (for reports).
+    pub(crate) ordinal: u32,
+}
+
+impl Access<'_> {
+    fn is_live(&self, tag: Tag) -> bool {
+        serial_of(tag) == serial_of(self.tag) && index_of(tag) >= self.watermark
+    }
+}
+
+/// What a speculative write did to the epoch's write set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteEffect {
+    /// The write went to an existing version of this (epoch, segment), or straight to
+    /// the committed value (homefree epochs): nothing to log.
+    NoNewVersion,
+    /// A new version was created: the epoch must log the location for commit/discard.
+    NewVersion,
+}
+
+/// A speculative location holding a `T`.
+#[derive(Debug)]
+pub(crate) struct Slot<T> {
+    lock: RawLock,
+    value: RaceCell<T>,
+    meta: RaceCell<Option<Box<Meta<T>>>>,
+}
+
+// SAFETY: all access to `value` and `meta` happens under `lock` (see every `with_mut`
+// below), so a `Slot` hands a `T` between threads exactly like `Mutex<T>` does: it is
+// `Sync` and `Send` when `T: Send`.
+unsafe impl<T: Send> Sync for Slot<T> {}
+// SAFETY: as above; the slot owns its `T`s.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T> Slot<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Slot {
+            lock: RawLock::new(),
+            value: RaceCell::new(value),
+            meta: RaceCell::new(None),
+        }
+    }
+
+    /// Runs `f` on the committed value and speculative state, under the lock.
+    #[inline]
+    fn locked<R>(&self, f: impl FnOnce(&mut T, &mut Option<Box<Meta<T>>>) -> R) -> R {
+        struct Unlock<'a>(&'a RawLock);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.unlock();
+            }
+        }
+        self.lock.lock();
+        let _unlock = Unlock(&self.lock);
+        // SAFETY: we hold `self.lock`, which guards both cells.
+        unsafe { self.value.with_mut(|v| self.meta.with_mut(|m| f(v, m))) }
+    }
+
+    /// Non-speculative look at the committed value.
+    #[inline]
+    pub(crate) fn read_committed<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        self.locked(|v, _| f(v))
+    }
+
+    /// Non-speculative access to the committed value.
+    #[inline]
+    pub(crate) fn with_committed<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.locked(|v, _| f(v))
+    }
+
+    /// Consumes the slot, returning the committed value.
+    pub(crate) fn into_committed(self) -> T {
+        self.value.into_inner()
+    }
+
+    /// Whether an uncommitted version of an epoch other than `except` is stored (used
+    /// by `Drop` checks).
+    pub(crate) fn has_versions_except(&self, except: Option<Tag>) -> bool {
+        self.locked(|_, m| {
+            m.as_ref()
+                .is_some_and(|m| m.versions.iter().any(|v| Some(v.tag) != except))
+        })
+    }
+
+    /// A speculative read by the epoch `a`: `f` sees the value visible to `a`.
+    #[inline]
+    pub(crate) fn read_spec<R>(
+        &self,
+        a: &Access<'_>,
+        load: &'static Location<'static>,
+        f: impl FnOnce(&T) -> R,
+    ) -> R {
+        self.locked(|committed, meta| {
+            if a.homefree && meta.as_ref().is_none_or(|m| m.versions.is_empty()) {
+                return f(committed);
+            }
+            let meta = meta.get_or_insert_with(Default::default);
+            let (value, seen) = visible(committed, meta, a);
+            let r = f(value);
+            if !a.homefree && seen.tag != a.tag {
+                record_reader(meta, a, seen, load);
+            }
+            r
+        })
+    }
+
+    /// A speculative write of `value` by the epoch `a`.
+    #[inline]
+    pub(crate) fn write_spec(
+        &self,
+        a: &Access<'_>,
+        store: &'static Location<'static>,
+        value: T,
+    ) -> WriteEffect {
+        self.locked(|committed, meta| {
+            let m = meta.get_or_insert_with(Default::default);
+            violate_readers(m, a, store, |seen| seen.tag <= a.tag);
+            match own_version(m, a) {
+                Own::CurrentSegment(i) => {
+                    m.versions[i].value = value;
+                    m.versions[i].store = store;
+                    WriteEffect::NoNewVersion
+                }
+                Own::None if a.homefree => {
+                    *committed = value;
+                    WriteEffect::NoNewVersion
+                }
+                Own::None | Own::EarlierSegment(_) => {
+                    insert_version(m, a, store, value);
+                    WriteEffect::NewVersion
+                }
+            }
+        })
+    }
+
+    /// A speculative read-modify-write by the epoch `a`: a read of the visible value
+    /// followed by a write of the updated one, under one lock hold.
+    #[inline]
+    pub(crate) fn update_spec<R>(
+        &self,
+        a: &Access<'_>,
+        site: &'static Location<'static>,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> (R, WriteEffect)
+    where
+        T: Clone,
+    {
+        self.locked(|committed, meta| {
+            let m = meta.get_or_insert_with(Default::default);
+            let (_, seen) = visible(committed, m, a);
+            if !a.homefree && seen.tag != a.tag {
+                record_reader(m, a, seen, site);
+            }
+            violate_readers(m, a, site, |seen| seen.tag <= a.tag);
+            match own_version(m, a) {
+                Own::CurrentSegment(i) => {
+                    m.versions[i].store = site;
+                    (f(&mut m.versions[i].value), WriteEffect::NoNewVersion)
+                }
+                Own::None if a.homefree => (f(committed), WriteEffect::NoNewVersion),
+                Own::None => {
+                    let mut value = committed_or_forwarded(committed, m, a).clone();
+                    let r = f(&mut value);
+                    insert_version(m, a, site, value);
+                    (r, WriteEffect::NewVersion)
+                }
+                Own::EarlierSegment(i) => {
+                    let mut value = m.versions[i].value.clone();
+                    let r = f(&mut value);
+                    insert_version(m, a, site, value);
+                    (r, WriteEffect::NewVersion)
+                }
+            }
+        })
+    }
+
+    /// Commits the epoch `tag`: its newest version becomes the committed value.
+    ///
+    /// Called in epoch order by the committing thread, once per logged version; the
+    /// first call for a tag moves the value, later ones find nothing.
+    pub(crate) fn commit(&self, tag: Tag) {
+        self.locked(|committed, meta| {
+            let Some(m) = meta.as_mut() else { return };
+            let mut newest = None;
+            let mut i = 0;
+            while i < m.versions.len() {
+                if m.versions[i].tag == tag {
+                    // Versions of one tag are sorted by segment: the last one wins.
+                    newest = Some(m.versions.remove(i).value);
+                } else {
+                    i += 1;
+                }
+            }
+            if let Some(v) = newest {
+                *committed = v;
+            }
+        })
+    }
+
+    /// Discards the versions the epoch `a.tag` wrote in segments `>= from_segment`, and
+    /// violates the later readers that saw them (they read a value that never was).
+    pub(crate) fn discard(&self, a: &Access<'_>, from_segment: u32) {
+        self.locked(|_, meta| {
+            let Some(m) = meta.as_mut() else { return };
+            let mut store = None;
+            m.versions.retain(|v| {
+                let dropped = v.tag == a.tag && v.segment >= from_segment;
+                if dropped {
+                    store.get_or_insert(v.store);
+                }
+                !dropped
+            });
+            if let Some(store) = store {
+                violate_readers(m, a, store, |seen| {
+                    seen.tag == a.tag && seen.segment >= from_segment
+                });
+            }
+        })
+    }
+}
+
+/// The value epoch `a` sees, and which version it is: its own newest version, else the
+/// newest version of an earlier epoch of the same loop, else the committed value.
+fn visible<'v, T>(committed: &'v T, m: &'v Meta<T>, a: &Access<'_>) -> (&'v T, Seen) {
+    for v in m.versions.iter().rev() {
+        if serial_of(v.tag) == serial_of(a.tag) && v.tag <= a.tag {
+            let seen = Seen {
+                tag: v.tag,
+                segment: v.segment,
+            };
+            return (&v.value, seen);
+        }
+    }
+    (committed, COMMITTED)
+}
+
+fn committed_or_forwarded<'v, T>(committed: &'v T, m: &'v Meta<T>, a: &Access<'_>) -> &'v T {
+    visible(committed, m, a).0
+}
+
+fn record_reader<T>(m: &mut Meta<T>, a: &Access<'_>, seen: Seen, load: &'static Location<'static>) {
+    m.readers.retain(|r| a.is_live(r.tag));
+    if let Some(r) = m.readers.iter_mut().find(|r| r.tag == a.tag) {
+        // An earlier read by this epoch (or a record left by a rolled-back attempt):
+        // keep the earliest segment so a violation rolls back far enough.
+        if a.segment < r.segment {
+            r.segment = a.segment;
+            r.load = load;
+            r.ordinal = a.ordinal;
+        }
+        r.seen = seen;
+        return;
+    }
+    m.readers.push(Reader {
+        tag: a.tag,
+        segment: a.segment,
+        seen,
+        load,
+        ordinal: a.ordinal,
+    });
+}
+
+fn violate_readers<T>(
+    m: &mut Meta<T>,
+    a: &Access<'_>,
+    store: &'static Location<'static>,
+    stale: impl Fn(Seen) -> bool,
+) {
+    if m.readers.is_empty() {
+        return;
+    }
+    m.readers.retain(|r| {
+        if !a.is_live(r.tag) {
+            return false;
+        }
+        if r.tag > a.tag && stale(r.seen) {
+            a.ring.violate(
+                r.tag,
+                r.segment,
+                Cause {
+                    store,
+                    load: r.load,
+                    load_ordinal: r.ordinal,
+                },
+            );
+            // The reader rolls back and reads again; its record is no longer needed.
+            return false;
+        }
+        true
+    });
+}
+
+enum Own {
+    None,
+    CurrentSegment(usize),
+    EarlierSegment(usize),
+}
+
+fn own_version<T>(m: &Meta<T>, a: &Access<'_>) -> Own {
+    match m.versions.iter().rposition(|v| v.tag == a.tag) {
+        None => Own::None,
+        Some(i) if m.versions[i].segment == a.segment => Own::CurrentSegment(i),
+        Some(i) => Own::EarlierSegment(i),
+    }
+}
+
+fn insert_version<T>(m: &mut Meta<T>, a: &Access<'_>, store: &'static Location<'static>, value: T) {
+    let at = m
+        .versions
+        .iter()
+        .rposition(|v| (v.tag, v.segment) < (a.tag, a.segment))
+        .map_or(0, |i| i + 1);
+    m.versions.insert(
+        at,
+        Version {
+            tag: a.tag,
+            segment: a.segment,
+            value,
+            store,
+        },
+    );
+}

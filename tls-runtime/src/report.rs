@@ -1,0 +1,282 @@
+//! What a speculative loop did: counts, where the time went, and the dependences that
+//! caused violations, ranked by the time they wasted.
+
+use core::fmt;
+use core::panic::Location;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// A place in the source, shown as `file:line:col`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceLocation(pub &'static Location<'static>);
+
+impl SourceLocation {
+    /// The file.
+    pub fn file(&self) -> &'static str {
+        self.0.file()
+    }
+    /// The line (1-based).
+    pub fn line(&self) -> u32 {
+        self.0.line()
+    }
+    /// The column (1-based).
+    pub fn column(&self) -> u32 {
+        self.0.column()
+    }
+}
+
+impl fmt::Debug for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file(), self.line(), self.column())
+    }
+}
+
+/// How a loop was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// Epochs ran speculatively on several threads.
+    Parallel,
+    /// The loop ran in order on the calling thread (one thread, `TLS_MODE=sequential`,
+    /// or nested inside another loop's epoch).
+    Sequential,
+}
+
+/// One load/store pair that caused violations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dependence {
+    /// The store in the earlier epoch.
+    pub store: SourceLocation,
+    /// The load in the later epoch that it invalidated.
+    pub load: SourceLocation,
+    /// How many violations it caused.
+    pub count: u64,
+    /// The work discarded by those violations.
+    pub wasted: Duration,
+    /// The sub-thread segment the load was in (0 = before the first checkpoint).
+    pub segment: u32,
+    /// How many speculative accesses the epoch had made before the load, on average:
+    /// a load late in the epoch is a candidate for a checkpoint before it.
+    pub load_access: u32,
+}
+
+/// The report of one run of a speculative loop (see [`last_report`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopReport {
+    /// The loop's name (`#[tls_loop(name = ...)]`), else its source location.
+    pub name: String,
+    /// Where the loop is.
+    pub location: SourceLocation,
+    /// How it ran.
+    pub mode: RunMode,
+    /// Threads that could run epochs (the caller included).
+    pub threads: usize,
+    /// Epochs committed.
+    pub epochs: u64,
+    /// Violations that caused a rollback.
+    pub violations: u64,
+    /// Rollbacks (violations, failed argument checks, zombie panics).
+    pub rollbacks: u64,
+    /// Epochs squashed because an earlier one ended the loop.
+    pub squashed: u64,
+    /// Epochs run in order because speculation did not pay (adaptive fallback).
+    pub in_order_epochs: u64,
+    /// Wall-clock time of the loop.
+    pub wall: Duration,
+    /// Time spent running epoch work that committed, summed over threads.
+    pub busy: Duration,
+    /// Time spent on work discarded by rollbacks.
+    pub wasted: Duration,
+    /// Time finished epochs waited to become homefree.
+    pub wait: Duration,
+    /// Time threads in the loop had no epoch to run.
+    pub idle: Duration,
+    /// The dependences that caused violations, most wasted time first.
+    pub dependences: Vec<Dependence>,
+}
+
+impl fmt::Display for LoopReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = (self.busy + self.wasted + self.wait + self.idle).as_secs_f64();
+        let pct = |d: Duration| {
+            if total > 0.0 {
+                100.0 * d.as_secs_f64() / total
+            } else {
+                0.0
+            }
+        };
+        writeln!(
+            f,
+            "loop {} at {} ({:?}, {} threads): {} epochs in {:.3?}",
+            self.name, self.location, self.mode, self.threads, self.epochs, self.wall
+        )?;
+        writeln!(
+            f,
+            "  violations {}  rollbacks {}  squashed {}  in order {}",
+            self.violations, self.rollbacks, self.squashed, self.in_order_epochs
+        )?;
+        writeln!(
+            f,
+            "  time: busy {:.1}%  violated {:.1}%  waiting {:.1}%  idle {:.1}%",
+            pct(self.busy),
+            pct(self.wasted),
+            pct(self.wait),
+            pct(self.idle)
+        )?;
+        for (i, d) in self.dependences.iter().enumerate() {
+            writeln!(
+                f,
+                "  #{} store {} -> load {}: {} violations, {:.3?} wasted (segment {}, access {})",
+                i + 1,
+                d.store,
+                d.load,
+                d.count,
+                d.wasted,
+                d.segment,
+                d.load_access
+            )?;
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    static LAST: RefCell<Option<LoopReport>> = const { RefCell::new(None) };
+}
+
+/// The report of the most recent speculative loop started on this thread.
+pub fn last_report() -> Option<LoopReport> {
+    LAST.with(|l| l.borrow().clone())
+}
+
+pub(crate) fn set_last(report: LoopReport) {
+    if crate::config::env().report_stderr {
+        eprint!("{report}");
+    }
+    LAST.with(|l| *l.borrow_mut() = Some(report));
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct DepAcc {
+    count: u64,
+    wasted: Duration,
+    segment: u32,
+    load_access_sum: u64,
+}
+
+/// What one thread saw while in a loop; merged into the loop's totals when it leaves.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadStats {
+    pub(crate) epochs: u64,
+    pub(crate) violations: u64,
+    pub(crate) rollbacks: u64,
+    pub(crate) squashed: u64,
+    pub(crate) in_order_epochs: u64,
+    pub(crate) busy: Duration,
+    pub(crate) wasted: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) present: Duration,
+    pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
+}
+
+impl ThreadStats {
+    /// Counts a violation by `store` of `load` that discarded `wasted` of work.
+    pub(crate) fn violation(
+        &mut self,
+        store: &'static Location<'static>,
+        load: &'static Location<'static>,
+        segment: u32,
+        load_access: u32,
+        wasted: Duration,
+    ) {
+        self.violations += 1;
+        let d = self
+            .deps
+            .entry((SourceLocation(store), SourceLocation(load)))
+            .or_insert(DepAcc {
+                segment,
+                ..DepAcc::default()
+            });
+        d.count += 1;
+        d.wasted += wasted;
+        d.segment = d.segment.min(segment);
+        d.load_access_sum += u64::from(load_access);
+    }
+
+    /// Adds `other` into `self`.
+    pub(crate) fn merge(&mut self, other: ThreadStats) {
+        self.epochs += other.epochs;
+        self.violations += other.violations;
+        self.rollbacks += other.rollbacks;
+        self.squashed += other.squashed;
+        self.in_order_epochs += other.in_order_epochs;
+        self.busy += other.busy;
+        self.wasted += other.wasted;
+        self.wait += other.wait;
+        self.present += other.present;
+        for (k, v) in other.deps {
+            let d = self.deps.entry(k).or_insert(DepAcc {
+                segment: v.segment,
+                ..DepAcc::default()
+            });
+            d.count += v.count;
+            d.wasted += v.wasted;
+            d.segment = d.segment.min(v.segment);
+            d.load_access_sum += v.load_access_sum;
+        }
+    }
+
+    /// The report of a loop with these totals.
+    pub(crate) fn into_report(
+        self,
+        name: String,
+        location: &'static Location<'static>,
+        mode: RunMode,
+        threads: usize,
+        wall: Duration,
+    ) -> LoopReport {
+        let mut dependences: Vec<Dependence> = self
+            .deps
+            .into_iter()
+            .map(|((store, load), d)| Dependence {
+                store,
+                load,
+                count: d.count,
+                wasted: d.wasted,
+                segment: d.segment,
+                load_access: (d.load_access_sum / d.count.max(1)) as u32,
+            })
+            .collect();
+        dependences.sort_by(|a, b| {
+            b.wasted
+                .cmp(&a.wasted)
+                .then(b.count.cmp(&a.count))
+                .then_with(|| a.store.to_string().cmp(&b.store.to_string()))
+                .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
+        });
+        let accounted = self.busy + self.wasted + self.wait;
+        LoopReport {
+            name,
+            location: SourceLocation(location),
+            mode,
+            threads,
+            epochs: self.epochs,
+            violations: self.violations,
+            rollbacks: self.rollbacks,
+            squashed: self.squashed,
+            in_order_epochs: self.in_order_epochs,
+            wall,
+            busy: self.busy,
+            wasted: self.wasted,
+            wait: self.wait,
+            idle: self.present.saturating_sub(accounted),
+            dependences,
+        }
+    }
+}

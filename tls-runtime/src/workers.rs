@@ -1,0 +1,199 @@
+//! The persistent worker pool shared by every speculative loop of the process.
+//!
+//! A loop publishes itself as a [`Job`]; idle workers pick published jobs round-robin
+//! (so loops started by several client threads at once share the workers) and run
+//! epochs of one job until it has none left to hand out. The calling thread runs
+//! epochs too.
+//!
+//! Waking a parked thread costs tens of microseconds here (DESIGN.md section 8), more
+//! than an epoch, so an idle worker spins (with `spin_loop`, yielding now and then)
+//! for `TLS_SPIN_US` after its last job before it parks on a condition variable.
+//!
+//! Sleeping protocol (no lost wake-up): a worker about to park increments `sleepers`,
+//! then re-reads `generation` under `sleep_lock` and waits only if no job was published
+//! since it last looked; a publisher bumps `generation`, then reads `sleepers` and, if
+//! any, notifies under `sleep_lock`. Both sides use `SeqCst` on these two words, so at
+//! least one of them sees the other's write.
+
+use crate::config::env;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Work a loop offers to the pool.
+pub(crate) trait Job: Sync {
+    /// Whether another worker should join now. Called under the pool's lock; on `true`
+    /// the job has counted the worker in (`leave` must follow).
+    fn enter(&self) -> bool;
+    /// Runs epochs until the job has none to hand out.
+    fn work(&self);
+    /// The worker is done with the job.
+    fn leave(&self);
+    /// Workers currently inside.
+    fn inside(&self) -> usize;
+}
+
+#[derive(Clone, Copy)]
+struct JobRef(*const (dyn Job + 'static));
+// SAFETY: a `JobRef` is only dereferenced while the job is published or counted in
+// (see `Published::retire`), and `Job: Sync`.
+unsafe impl Send for JobRef {}
+
+struct Pool {
+    jobs: Mutex<Vec<JobRef>>,
+    published: AtomicUsize,
+    next_pick: AtomicUsize,
+    generation: AtomicU64,
+    sleepers: AtomicUsize,
+    sleep_lock: Mutex<()>,
+    wake: Condvar,
+    workers: Mutex<usize>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        jobs: Mutex::new(Vec::new()),
+        published: AtomicUsize::new(0),
+        next_pick: AtomicUsize::new(0),
+        generation: AtomicU64::new(0),
+        sleepers: AtomicUsize::new(0),
+        sleep_lock: Mutex::new(()),
+        wake: Condvar::new(),
+        workers: Mutex::new(0),
+    })
+}
+
+/// Makes sure at least `n` workers exist.
+pub(crate) fn ensure_workers(n: usize) {
+    let p = pool();
+    let mut count = p.workers.lock().unwrap_or_else(|e| e.into_inner());
+    while *count < n {
+        let id = *count;
+        let spawned = std::thread::Builder::new()
+            .name(format!("tls-worker-{id}"))
+            .spawn(move || worker_main(pool()));
+        if spawned.is_err() {
+            // Fewer workers only means less parallelism; the caller runs epochs itself.
+            break;
+        }
+        *count += 1;
+    }
+}
+
+/// A job published to the pool; it must be retired before the job goes away.
+pub(crate) struct Published<'a> {
+    job: &'a dyn Job,
+}
+
+/// Offers `job` to the workers.
+pub(crate) fn publish(job: &dyn Job) -> Published<'_> {
+    let p = pool();
+    let r: *const (dyn Job + '_) = job;
+    // SAFETY: only the lifetime bound is erased; `Published::retire` (also run on drop)
+    // removes the job and waits until no worker is inside before `job` can go away.
+    let r = JobRef(unsafe {
+        core::mem::transmute::<*const (dyn Job + '_), *const (dyn Job + 'static)>(r)
+    });
+    {
+        let mut jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.push(r);
+        p.published.store(jobs.len(), Ordering::SeqCst);
+    }
+    p.generation.fetch_add(1, Ordering::SeqCst);
+    if p.sleepers.load(Ordering::SeqCst) > 0 {
+        let _g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+        p.wake.notify_all();
+    }
+    Published { job }
+}
+
+impl Published<'_> {
+    fn retire_now(&self) {
+        let p = pool();
+        {
+            let mut jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            let me = self.job as *const dyn Job as *const ();
+            jobs.retain(|j| j.0 as *const () != me);
+            p.published.store(jobs.len(), Ordering::SeqCst);
+        }
+        // Workers count themselves in under the pool lock, so none can enter now.
+        let mut spins = 0u32;
+        while self.job.inside() > 0 {
+            backoff(&mut spins);
+        }
+    }
+}
+
+impl Drop for Published<'_> {
+    fn drop(&mut self) {
+        self.retire_now();
+    }
+}
+
+/// Spins a little, then yields: for short waits on other threads.
+#[inline]
+pub(crate) fn backoff(spins: &mut u32) {
+    *spins = spins.wrapping_add(1);
+    if *spins < 64 {
+        core::hint::spin_loop();
+    } else if *spins % 16 == 0 {
+        std::thread::yield_now();
+    } else {
+        for _ in 0..8 {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+fn pick(p: &Pool) -> Option<JobRef> {
+    if p.published.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+    let n = jobs.len();
+    let start = p.next_pick.fetch_add(1, Ordering::Relaxed);
+    for k in 0..n {
+        let j = jobs[(start + k) % n];
+        // SAFETY: the job is published (we hold the pool lock), so it is alive.
+        if unsafe { &*j.0 }.enter() {
+            return Some(j);
+        }
+    }
+    None
+}
+
+fn worker_main(p: &'static Pool) {
+    let mut idle_since = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(j) = pick(p) {
+            // SAFETY: we were counted in by `enter`, so the job stays alive until
+            // `leave` (its owner waits for `inside() == 0` after unpublishing it).
+            let job = unsafe { &*j.0 };
+            job.work();
+            job.leave();
+            idle_since = Instant::now();
+            spins = 0;
+            continue;
+        }
+        if idle_since.elapsed() < env().spin_after {
+            backoff(&mut spins);
+            continue;
+        }
+        let seen = p.generation.load(Ordering::SeqCst);
+        p.sleepers.fetch_add(1, Ordering::SeqCst);
+        {
+            let g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if p.generation.load(Ordering::SeqCst) == seen {
+                let _ = p
+                    .wake
+                    .wait_timeout(g, Duration::from_secs(1))
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        p.sleepers.fetch_sub(1, Ordering::SeqCst);
+        idle_since = Instant::now();
+        spins = 0;
+    }
+}

@@ -1,0 +1,1 @@
+//! trybuild tests for the tls macros live in `tests/`.
