@@ -56,6 +56,7 @@ mod config;
 mod control;
 mod epoch;
 mod escape;
+mod macro_support;
 mod memory;
 mod panic_hook;
 mod report;
@@ -78,6 +79,8 @@ pub use tls_macros::{checkpoint, escape, on_commit, on_violation, tls_loop};
 pub mod __private {
     pub use crate::commit::Accumulator;
     pub use crate::escape::{EscapeLock, escape, escape_checked, on_violation};
+    #[allow(unused_imports)]
+    pub use crate::macro_support::*;
     pub use crate::run::poll;
     pub use crate::{Control, Loop, LoopOutcome, LoopSite, Step, on_commit};
 }
