@@ -1,0 +1,430 @@
+//! Runs the mix against an engine and measures it: per-type latency percentiles,
+//! throughput, acknowledged orders, and the side-by-side `compare` report.
+
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::engine::{self, Engine, Mode, Summary, Sync};
+use crate::load;
+use crate::schema::{Meta, Scale};
+use crate::workload::{Terminal, TxnInput, TxnKind, TxnOutput};
+
+/// Microseconds since the Unix epoch: the spec's "current date/time".
+pub fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// When a run stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// After this many transactions.
+    Transactions(u64),
+    /// After this much time.
+    Duration(Duration),
+}
+
+/// How to run the mix.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// When to stop.
+    pub limit: Limit,
+    /// The terminal's seed.
+    pub seed: u64,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// Latencies and counts of one run.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// The engine.
+    pub mode: Mode,
+    /// Latency of each transaction, in nanoseconds, per [`TxnKind::index`].
+    pub latencies: [Vec<u64>; 5],
+    /// New Orders that rolled back on the unused item.
+    pub rolled_back: u64,
+    /// Wall time of the run, transactions only.
+    pub busy: Duration,
+    /// A hash of every transaction's output, in order: equal digests mean two engines
+    /// answered the whole sequence identically.
+    pub digest: u64,
+    /// Time to load the database, when the run loaded it.
+    pub load_time: Option<Duration>,
+}
+
+impl RunReport {
+    fn new(mode: Mode) -> Self {
+        Self {
+            mode,
+            latencies: Default::default(),
+            rolled_back: 0,
+            busy: Duration::ZERO,
+            digest: 0,
+            load_time: None,
+        }
+    }
+
+    /// Transactions run.
+    pub fn count(&self) -> u64 {
+        self.latencies.iter().map(|l| l.len() as u64).sum()
+    }
+
+    /// Transactions of `kind` run.
+    pub fn count_of(&self, kind: TxnKind) -> u64 {
+        self.latencies[kind.index()].len() as u64
+    }
+
+    /// The `p`-th percentile (0 to 100) latency of `kind` in microseconds; `None` if
+    /// no transaction of that kind ran.
+    pub fn percentile_us(&self, kind: TxnKind, p: f64) -> Option<f64> {
+        let v = &self.latencies[kind.index()];
+        if v.is_empty() {
+            return None;
+        }
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        // Nearest rank.
+        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        let i = rank.clamp(1, sorted.len()) - 1;
+        Some(sorted[i] as f64 / 1000.0)
+    }
+
+    /// Transactions per second of busy time.
+    pub fn throughput(&self) -> f64 {
+        let s = self.busy.as_secs_f64();
+        if s == 0.0 { 0.0 } else { self.count() as f64 / s }
+    }
+
+    /// Transactions of `kind` per second of the time spent in them.
+    pub fn throughput_of(&self, kind: TxnKind) -> f64 {
+        let v = &self.latencies[kind.index()];
+        let ns: u64 = v.iter().sum();
+        if ns == 0 {
+            0.0
+        } else {
+            v.len() as f64 * 1e9 / ns as f64
+        }
+    }
+}
+
+/// Runs the standard mix on `engine`. `on_new_order` is called after each committed
+/// New Order returns, with `(w_id, d_id, o_id)`: the acknowledgement.
+pub fn run(
+    engine: &mut dyn Engine,
+    meta: Meta,
+    opts: &RunOptions,
+    on_new_order: &mut dyn FnMut(u16, u8, u32) -> Result<()>,
+) -> Result<RunReport> {
+    let mut terminal = Terminal::new(meta, opts.seed);
+    let mut report = RunReport::new(engine.mode());
+    if let Limit::Transactions(n) = opts.limit {
+        for l in &mut report.latencies {
+            l.reserve(n as usize / 2);
+        }
+    }
+    let bar = progress_bar(opts.progress, opts.limit);
+    let mut hasher = DefaultHasher::new();
+    let started = Instant::now();
+    let mut done: u64 = 0;
+    loop {
+        match opts.limit {
+            Limit::Transactions(n) if done >= n => break,
+            Limit::Duration(d) if started.elapsed() >= d => break,
+            _ => {}
+        }
+        let input = terminal.next(now_micros());
+        let t0 = Instant::now();
+        let output = engine::execute(engine, &input)
+            .with_context(|| format!("{} failed (input {input:?})", input.kind().name()))?;
+        let dt = t0.elapsed();
+        report.busy += dt;
+        report.latencies[input.kind().index()].push(dt.as_nanos() as u64);
+        output.hash(&mut hasher);
+        if let (TxnInput::NewOrder(no), TxnOutput::NewOrder(out)) = (&input, &output) {
+            if out.rolled_back {
+                report.rolled_back += 1;
+            } else {
+                on_new_order(no.w_id, no.d_id, out.o_id)?;
+            }
+        }
+        done += 1;
+        if done % 256 == 0 {
+            match opts.limit {
+                Limit::Transactions(_) => bar.set_position(done),
+                Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
+            }
+        }
+    }
+    bar.finish_and_clear();
+    report.digest = hasher.finish();
+    Ok(report)
+}
+
+fn progress_bar(show: bool, limit: Limit) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let (len, unit) = match limit {
+        Limit::Transactions(n) => (n, "txns"),
+        Limit::Duration(d) => (d.as_secs().max(1), "s"),
+    };
+    let bar = ProgressBar::new(len);
+    let template = format!("{{msg}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{elapsed}})");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message("running");
+    bar
+}
+
+/// Loads `warehouses` warehouses into a fresh `engine`, with a progress bar if `show`.
+pub fn load(
+    engine: &mut dyn Engine,
+    warehouses: u16,
+    scale: Scale,
+    seed: u64,
+    show: bool,
+) -> Result<Meta> {
+    let bar = if show {
+        let bar = ProgressBar::new(load::load_units(warehouses));
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(format!("loading {warehouses} warehouse(s)"));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let meta = load::populate(engine, warehouses, scale, seed, now_micros(), &mut |n| {
+        bar.inc(n)
+    })?;
+    bar.finish_and_clear();
+    Ok(meta)
+}
+
+/// Appends acknowledged New Orders to a file, one `w d o_id` line each, written and
+/// flushed before the next transaction starts.
+pub struct AckLog {
+    file: std::fs::File,
+}
+
+impl AckLog {
+    /// Opens (appending to) `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening ack log {}", path.display()))?;
+        Ok(Self { file })
+    }
+
+    /// Records one order. The line goes out in a single `write`, so a kill leaves
+    /// either the whole line or none of it.
+    pub fn ack(&mut self, w: u16, d: u8, o: u32) -> Result<()> {
+        let mut line = [0u8; 32];
+        let mut cursor = std::io::Cursor::new(&mut line[..]);
+        writeln!(cursor, "{w} {d} {o}")?;
+        let n = cursor.position() as usize;
+        self.file.write_all(&line[..n])?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// Parses an ack log: `(w_id, d_id, o_id)` per complete line. A last line without a
+/// newline was cut by a crash before it was acknowledged, and is ignored.
+pub fn read_ack_log(path: &Path) -> Result<Vec<(u16, u8, u32)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading expected orders from {}", path.display()))?;
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    let mut orders = Vec::new();
+    for (n, line) in complete.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = || {
+            anyhow::anyhow!(
+                "{}:{}: expected `w_id d_id o_id`, found {line:?}",
+                path.display(),
+                n + 1
+            )
+        };
+        let mut it = line.split_whitespace();
+        let w = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let d = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let o = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        if it.next().is_some() {
+            return Err(bad());
+        }
+        orders.push((w, d, o));
+    }
+    Ok(orders)
+}
+
+/// What `compare` measured for one mode.
+#[derive(Clone, Debug)]
+pub struct CompareResult {
+    /// The run.
+    pub report: RunReport,
+    /// The database's aggregates after the run.
+    pub summary: Summary,
+}
+
+/// Loads a fresh database per mode in a temporary directory and runs the same seeded
+/// sequence on each.
+pub fn compare(
+    modes: &[Mode],
+    warehouses: u16,
+    scale: Scale,
+    transactions: u64,
+    sync: Sync,
+    seed: u64,
+    show: bool,
+) -> Result<Vec<CompareResult>> {
+    let mut results = Vec::new();
+    for &mode in modes {
+        let dir = tempfile::tempdir().context("creating a temporary directory")?;
+        let path = dir.path().join("tpcc.db");
+        let mut engine = engine::create(&path, mode, sync)?;
+        let t0 = Instant::now();
+        let meta = load(engine.as_mut(), warehouses, scale, seed, show)
+            .with_context(|| format!("loading the {mode} database"))?;
+        let load_time = t0.elapsed();
+        if show {
+            eprintln!("{mode}: loaded in {:.1} s", load_time.as_secs_f64());
+        }
+        let opts = RunOptions {
+            limit: Limit::Transactions(transactions),
+            seed: seed.wrapping_add(1),
+            progress: show,
+        };
+        let mut report = run(engine.as_mut(), meta, &opts, &mut |_, _, _| Ok(()))
+            .with_context(|| format!("running the mix on {mode}"))?;
+        report.load_time = Some(load_time);
+        let summary = engine.summary()?;
+        summary
+            .check()
+            .map_err(|e| anyhow::anyhow!("{mode}: consistency check failed after the run:\n{e}"))?;
+        results.push(CompareResult { report, summary });
+    }
+    Ok(results)
+}
+
+/// The side-by-side table of a comparison.
+pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> String {
+    let mut s = String::new();
+    let Some(first) = results.first() else {
+        return s;
+    };
+    let _ = writeln!(
+        s,
+        "TPC-C: {warehouses} warehouse(s), {} transactions per mode, sync {}",
+        first.report.count(),
+        sync.name()
+    );
+    let _ = write!(s, "{:<14}", "");
+    for r in results {
+        let _ = write!(s, " | {:^33}", r.report.mode.name());
+    }
+    let _ = writeln!(s);
+    let _ = write!(s, "{:<14}", "transaction");
+    for _ in results {
+        let _ = write!(s, " | {:>6} {:>8} {:>8} {:>8}", "count", "p50 us", "p95 us", "tx/s");
+    }
+    let _ = writeln!(s);
+    for kind in TxnKind::ALL {
+        let _ = write!(s, "{:<14}", kind.name());
+        for r in results {
+            let p = |q| {
+                r.report
+                    .percentile_us(kind, q)
+                    .map_or("-".to_string(), |v| format!("{v:.1}"))
+            };
+            let _ = write!(
+                s,
+                " | {:>6} {:>8} {:>8} {:>8.0}",
+                r.report.count_of(kind),
+                p(50.0),
+                p(95.0),
+                r.report.throughput_of(kind)
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = write!(s, "{:<14}", "all (tx/s)");
+    for r in results {
+        let _ = write!(s, " | {:>33.0}", r.report.throughput());
+    }
+    let _ = writeln!(s);
+    let _ = write!(s, "{:<14}", "load (s)");
+    for r in results {
+        let t = r.report.load_time.map_or(0.0, |t| t.as_secs_f64());
+        let _ = write!(s, " | {t:>33.2}");
+    }
+    let _ = writeln!(s);
+    if results.len() > 1 {
+        let same_out = results.iter().all(|r| r.report.digest == first.report.digest);
+        let same_db = results.iter().all(|r| r.summary == first.summary);
+        let _ = writeln!(
+            s,
+            "same answers on every mode: {}; same final database totals: {}",
+            if same_out { "yes" } else { "NO" },
+            if same_db { "yes" } else { "NO" }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "rolled-back New Orders: {}; orders in the database: {}",
+        first.report.rolled_back,
+        first.summary.total_orders()
+    );
+    s
+}
+
+/// The comparison as JSON: per transaction type, `<mode>_p50_us` and `<mode>_p95_us`
+/// (plus `<mode>_count` and `<mode>_tps`); and under `"all"`, each mode's overall
+/// `<mode>_tps`.
+pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
+    let mut root = serde_json::Map::new();
+    for kind in TxnKind::ALL {
+        let mut o = serde_json::Map::new();
+        for r in results {
+            let m = r.report.mode.name();
+            let num = |v: Option<f64>| v.map_or(serde_json::Value::Null, |v| round1(v).into());
+            o.insert(format!("{m}_p50_us"), num(r.report.percentile_us(kind, 50.0)));
+            o.insert(format!("{m}_p95_us"), num(r.report.percentile_us(kind, 95.0)));
+            o.insert(format!("{m}_count"), r.report.count_of(kind).into());
+            o.insert(format!("{m}_tps"), round1(r.report.throughput_of(kind)).into());
+        }
+        root.insert(kind.name().to_string(), o.into());
+    }
+    let mut all = serde_json::Map::new();
+    for r in results {
+        all.insert(
+            format!("{}_tps", r.report.mode.name()),
+            round1(r.report.throughput()).into(),
+        );
+    }
+    root.insert("all".to_string(), all.into());
+    root.into()
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}

@@ -1,0 +1,292 @@
+//! `tpcc`: load, run, check and compare TPC-C databases.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use tpcc::driver::{self, AckLog, Limit, RunOptions};
+use tpcc::engine::{self, Mode, Sync};
+use tpcc::schema::Scale;
+
+/// TPC-C on our B-tree database and on SQLite.
+#[derive(Parser, Debug)]
+#[command(name = "tpcc", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a database and load the initial population.
+    Load {
+        /// Database file to create.
+        #[arg(long)]
+        db: PathBuf,
+        /// Number of warehouses.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        warehouses: u16,
+        /// Engine to create the database for.
+        #[arg(long, value_enum, default_value_t = Mode::Sequential)]
+        mode: Mode,
+        #[command(flatten)]
+        scale: ScaleArgs,
+        /// Seed of the population.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Run the standard transaction mix on a loaded database.
+    Run {
+        /// Loaded database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Engine (default: whatever the file is).
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Stop after this many transactions.
+        #[arg(long, required_unless_present = "duration", conflicts_with = "duration")]
+        transactions: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Commit durability.
+        #[arg(long, value_enum, default_value_t = Sync::Normal)]
+        sync: Sync,
+        /// After each New Order commits, append `w d o_id` to this file and flush it.
+        #[arg(long)]
+        ack_log: Option<PathBuf>,
+        /// Seed of the transaction sequence (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Check consistency conditions 1-4 (after crash recovery) and expected orders.
+    Check {
+        /// Loaded database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Engine (default: whatever the file is).
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// File of `w d o_id` lines (an ack log): each order must exist.
+        #[arg(long)]
+        expect_orders: Option<PathBuf>,
+    },
+    /// Load a fresh database per mode and run the same seeded sequence on each.
+    Compare {
+        /// Number of warehouses.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        warehouses: u16,
+        /// Transactions per mode.
+        #[arg(long, default_value_t = 2000)]
+        transactions: u64,
+        /// Comma-separated modes.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "sequential,sqlite")]
+        modes: Vec<Mode>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Commit durability (`off` measures the transactions' work, in core).
+        #[arg(long, value_enum, default_value_t = Sync::Off)]
+        sync: Sync,
+        #[command(flatten)]
+        scale: ScaleArgs,
+        /// Seed of the population and of the sequence.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+/// Population size; the defaults are the spec's.
+#[derive(Args, Debug)]
+struct ScaleArgs {
+    /// Items (and stock rows per warehouse).
+    #[arg(long, default_value_t = Scale::SPEC.items)]
+    items: u32,
+    /// Customers (and initial orders) per district.
+    #[arg(long, default_value_t = Scale::SPEC.customers)]
+    customers: u32,
+}
+
+impl ScaleArgs {
+    fn scale(&self) -> Result<Scale> {
+        let s = Scale {
+            items: self.items,
+            customers: self.customers,
+        };
+        s.validate().map_err(anyhow::Error::msg)?;
+        Ok(s)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let show = std::io::stderr().is_terminal();
+    match cli.command {
+        Command::Load {
+            db,
+            warehouses,
+            mode,
+            scale,
+            seed,
+        } => {
+            let scale = scale.scale()?;
+            let mut engine = engine::create(&db, mode, Sync::Normal)?;
+            let t0 = std::time::Instant::now();
+            driver::load(engine.as_mut(), warehouses, scale, seed, show)
+                .with_context(|| format!("loading {}", db.display()))?;
+            println!(
+                "loaded {warehouses} warehouse(s) into {} ({mode}) in {:.1} s",
+                db.display(),
+                t0.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            db,
+            mode,
+            transactions,
+            duration,
+            sync,
+            ack_log,
+            seed,
+        } => {
+            let limit = match (transactions, duration) {
+                (Some(n), _) => Limit::Transactions(n),
+                (None, Some(s)) if s.is_finite() && s >= 0.0 => {
+                    Limit::Duration(Duration::from_secs_f64(s))
+                }
+                (None, Some(s)) => bail!("--duration must be a number of seconds, got {s}"),
+                (None, None) => bail!("give --transactions N or --duration SECS"),
+            };
+            let mut engine = engine::open(&db, mode, sync)?;
+            let meta = engine.meta()?;
+            let mut ack = ack_log.as_deref().map(AckLog::open).transpose()?;
+            let opts = RunOptions {
+                limit,
+                seed: seed.unwrap_or_else(|| driver::now_micros() as u64),
+                progress: show,
+            };
+            let report = driver::run(engine.as_mut(), meta, &opts, &mut |w, d, o| match &mut ack
+            {
+                Some(log) => log.ack(w, d, o),
+                None => Ok(()),
+            })?;
+            println!(
+                "{} transactions in {:.2} s ({:.0} tx/s), {} New Orders rolled back",
+                report.count(),
+                report.busy.as_secs_f64(),
+                report.throughput(),
+                report.rolled_back
+            );
+            for kind in tpcc::workload::TxnKind::ALL {
+                if let (Some(p50), Some(p95)) =
+                    (report.percentile_us(kind, 50.0), report.percentile_us(kind, 95.0))
+                {
+                    println!(
+                        "  {:<13} {:>7}  p50 {:>8.1} us  p95 {:>8.1} us",
+                        kind.name(),
+                        report.count_of(kind),
+                        p50,
+                        p95
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check {
+            db,
+            mode,
+            expect_orders,
+        } => check(&db, mode, expect_orders.as_deref()),
+        Command::Compare {
+            warehouses,
+            transactions,
+            modes,
+            json,
+            sync,
+            scale,
+            seed,
+        } => {
+            if modes.is_empty() {
+                bail!("--modes needs at least one mode");
+            }
+            let results = driver::compare(
+                &modes,
+                warehouses,
+                scale.scale()?,
+                transactions,
+                sync,
+                seed,
+                show,
+            )?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&driver::format_json(&results))?
+                );
+            } else {
+                print!("{}", driver::format_table(&results, warehouses, sync));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn check(db: &std::path::Path, mode: Option<Mode>, expect: Option<&std::path::Path>) -> Result<ExitCode> {
+    let expected = expect.map(driver::read_ack_log).transpose()?;
+    let mut engine = engine::open(db, mode, Sync::Normal)?;
+    let meta = engine.meta()?;
+    let summary = engine.summary()?;
+    let mut failed = false;
+    match summary.check() {
+        Ok(()) => println!(
+            "consistency conditions 1-4 hold ({} warehouse(s), {} orders)",
+            meta.warehouses,
+            summary.total_orders()
+        ),
+        Err(problems) => {
+            failed = true;
+            eprint!("consistency check FAILED:\n{problems}");
+        }
+    }
+    if let Some(expected) = expected {
+        let mut missing = Vec::new();
+        for &(w, d, o) in &expected {
+            if !engine.order_exists(w, d, o)? {
+                missing.push((w, d, o));
+            }
+        }
+        if missing.is_empty() {
+            println!("all {} expected orders are present", expected.len());
+        } else {
+            failed = true;
+            eprintln!(
+                "{} of {} expected orders are MISSING, for example:",
+                missing.len(),
+                expected.len()
+            );
+            for (w, d, o) in missing.iter().take(10) {
+                eprintln!("  order (w {w}, d {d}, o_id {o})");
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
