@@ -75,7 +75,9 @@ impl LoopSite {
             return;
         }
         let epochs = self.window_epochs.fetch_add(1, Relaxed) + 1;
-        let bad = self.window_rolled_back.fetch_add(u32::from(rolled_back), Relaxed)
+        let bad = self
+            .window_rolled_back
+            .fetch_add(u32::from(rolled_back), Relaxed)
             + u32::from(rolled_back);
         if epochs >= WINDOW {
             self.window_epochs.store(0, Relaxed);
@@ -98,7 +100,10 @@ pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'st
     type Key = (usize, String);
     static SITES: Mutex<Option<HashMap<Key, &'static LoopSite>>> = Mutex::new(None);
     let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (location as *const Location<'static> as usize, name.to_owned());
+    let key = (
+        location as *const Location<'static> as usize,
+        name.to_owned(),
+    );
     sites
         .get_or_insert_with(HashMap::new)
         .entry(key)

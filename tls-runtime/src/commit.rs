@@ -29,6 +29,11 @@ fn defer(f: Box<dyn FnOnce() + Send + '_>) {
         Some(cx) => {
             let a = cx.begin_access();
             if a.homefree && !cx.raising.get() {
+                // Actions the epoch deferred while still speculative come first.
+                let earlier = cx.commits.take();
+                for (_, g) in earlier {
+                    g();
+                }
                 f()
             } else {
                 // SAFETY: only the lifetime bound is erased. `defer` is reached with a

@@ -113,7 +113,9 @@ impl EpochRing {
     pub(crate) fn new(window: usize) -> Self {
         let len = window.max(1).next_power_of_two();
         EpochRing {
-            slots: (0..len).map(|_| CachePadded::new(EpochSlot::new())).collect(),
+            slots: (0..len)
+                .map(|_| CachePadded::new(EpochSlot::new()))
+                .collect(),
             mask: len as u64 - 1,
         }
     }

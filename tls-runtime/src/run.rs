@@ -480,7 +480,10 @@ where
             return Claimed::Finished;
         }
         let index = c.next;
-        assert!(index < u64::from(u32::MAX), "a loop ran more than 2^32 epochs");
+        assert!(
+            index < u64::from(u32::MAX),
+            "a loop ran more than 2^32 epochs"
+        );
         c.next += 1;
         Claimed::Epoch(index, items)
     }

@@ -57,7 +57,14 @@ impl<T> Spec<T> {
     #[track_caller]
     #[inline]
     pub fn set(&self, value: T) {
-        write(&self.slot, self, 0, &self.written, Location::caller(), value)
+        write(
+            &self.slot,
+            self,
+            0,
+            &self.written,
+            Location::caller(),
+            value,
+        )
     }
 
     /// Reads and modifies the value in place; returns what `f` returns.

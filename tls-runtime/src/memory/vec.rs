@@ -71,7 +71,14 @@ impl<T> SpecVec<T> {
     #[track_caller]
     #[inline]
     pub fn set(&self, i: usize, value: T) {
-        write(self.slot(i), self, i, &self.written, Location::caller(), value)
+        write(
+            self.slot(i),
+            self,
+            i,
+            &self.written,
+            Location::caller(),
+            value,
+        )
     }
 
     /// Reads and modifies element `i` in place; returns what `f` returns.
@@ -91,7 +98,11 @@ impl<T> SpecVec<T> {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again; we move the slots out once.
         let slots = unsafe { core::ptr::read(&this.slots) };
-        slots.into_vec().into_iter().map(Slot::into_committed).collect()
+        slots
+            .into_vec()
+            .into_iter()
+            .map(Slot::into_committed)
+            .collect()
     }
 }
 
