@@ -1,11 +1,23 @@
 //! The database: options, catalog, open / recovery, checkpoints.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::btree::{CATALOG_ROOT, META_PAGE, Modify, Outcome, Store};
+use crate::buffer::{BufferPool, IdMap};
+use crate::error::{Error, PageId, Result};
+use crate::lock::{LockManager, LockMode, table_lock_name};
+use crate::node;
+use crate::page::{self, PageBuf};
+use crate::pager::{FileHeader, Pager};
 use crate::txn::Txn;
+use crate::wal::{FIRST_LSN, Wal};
+
+/// Log segment size.
+const SEGMENT_SIZE: u64 = 64 << 20;
 
 /// When a commit waits for its log records to reach the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -124,9 +136,75 @@ pub struct Stats {
     pub deadlocks: u64,
 }
 
+/// The in-memory copy of the catalog.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    by_id: IdMap<u32, TableInfo>,
+    by_name: HashMap<String, u32>,
+}
+
+fn encode_entry(info: &TableInfo) -> [u8; 9] {
+    let mut v = [0u8; 9];
+    v[0..4].copy_from_slice(&info.root.to_le_bytes());
+    let (kind, parent) = match info.kind {
+        TableKind::Table => (0u8, 0u32),
+        TableKind::Index { table } => (1, table.0),
+    };
+    v[4] = kind;
+    v[5..9].copy_from_slice(&parent.to_le_bytes());
+    v
+}
+
+fn decode_entry(name: &[u8], v: &[u8]) -> Result<TableInfo> {
+    let bad = Error::Corrupt {
+        page: CATALOG_ROOT,
+        reason: "bad catalog entry",
+    };
+    if v.len() != 9 {
+        return Err(bad);
+    }
+    let root = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let parent = u32::from_le_bytes([v[5], v[6], v[7], v[8]]);
+    let kind = match v[4] {
+        0 => TableKind::Table,
+        1 => TableKind::Index { table: TableId(parent) },
+        _ => return Err(bad),
+    };
+    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corrupt {
+        page: CATALOG_ROOT,
+        reason: "catalog name is not UTF-8",
+    })?;
+    Ok(TableInfo {
+        id: TableId(root),
+        name,
+        kind,
+        root,
+    })
+}
+
 /// An open database. `Send + Sync`: share it between threads with `Arc`.
 pub struct Database {
-    _private: (),
+    pub(crate) store: Store,
+    pub(crate) locks: LockManager,
+    catalog: RwLock<Catalog>,
+    ddl: Mutex<()>,
+    pub(crate) options: Options,
+    limits: Limits,
+    pub(crate) next_txn: AtomicU64,
+    /// Transactions that wrote: id -> a lower bound of their first LSN.
+    active: Mutex<IdMap<u64, u64>>,
+    checkpoint_lock: Mutex<()>,
+    last_checkpoint: AtomicU64,
+    pub(crate) commits: AtomicU64,
+    pub(crate) aborts: AtomicU64,
+    pub(crate) deadlocks: AtomicU64,
+    checkpoints: AtomicU64,
+    #[allow(dead_code)]
+    path: PathBuf,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Database {
@@ -134,65 +212,292 @@ impl Database {
     /// crash recovery (redo, then undo of unfinished transactions). The log
     /// lives next to it in files named `<path>.wal.<n>`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Arc<Database>> {
-        let _ = (path.as_ref(), options);
-        todo!()
+        let path = path.as_ref().to_path_buf();
+        let ps = options.page_size;
+        if !(512..=32768).contains(&ps) || !ps.is_power_of_two() {
+            return Err(Error::InvalidOptions(format!("page_size {ps} is not a power of two in 512..=32768")));
+        }
+        if options.pool_pages < 16 {
+            return Err(Error::InvalidOptions("pool_pages must be at least 16".into()));
+        }
+        let (pager, header) = if path.exists() {
+            Pager::open(&path)?
+        } else {
+            let header = FileHeader {
+                page_size: ps as u32,
+                checkpoint_lsn: FIRST_LSN,
+                log_start: FIRST_LSN,
+                next_txn: 1,
+            };
+            // Stale log segments of an earlier file at this path would be replayed.
+            Wal::new(&path, SEGMENT_SIZE, FIRST_LSN).truncate_before(u64::MAX)?;
+            let pager = Pager::create(&path, &header)?;
+            let (mut meta, mut cat) = Store::initial_pages(ps);
+            for (id, buf) in [(META_PAGE, &mut meta), (CATALOG_ROOT, &mut cat)] {
+                page::seal(buf.as_bytes_mut());
+                pager.write_page(id, buf.as_bytes())?;
+            }
+            pager.sync()?;
+            (pager, header)
+        };
+        let ps = pager.page_size();
+        let wal = Arc::new(Wal::new(&path, SEGMENT_SIZE, header.log_start));
+        let pool = BufferPool::new(pager, wal.clone(), options.pool_pages, options.sync != SyncMode::Off);
+        let db = Database {
+            store: Store { pool, wal },
+            locks: LockManager::new(options.lock_timeout),
+            catalog: RwLock::new(Catalog::default()),
+            ddl: Mutex::new(()),
+            limits: Limits {
+                page_size: ps,
+                max_key: node::max_key(ps),
+                max_entry: node::max_entry(ps),
+            },
+            options,
+            next_txn: AtomicU64::new(header.next_txn.max(1)),
+            active: Mutex::new(IdMap::default()),
+            checkpoint_lock: Mutex::new(()),
+            last_checkpoint: AtomicU64::new(header.checkpoint_lsn),
+            commits: AtomicU64::new(0),
+            aborts: AtomicU64::new(0),
+            deadlocks: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            path,
+        };
+        crate::recovery::recover(&db, &header)?;
+        db.checkpoint()?;
+        let pages = db.store.page_count()?;
+        if db.store.pool.pager().len_pages()? < pages as u64 {
+            return Err(Error::Truncated {
+                what: "database file (fewer pages than allocated)",
+            });
+        }
+        db.load_catalog()?;
+        Ok(Arc::new(db))
+    }
+
+    fn load_catalog(&self) -> Result<()> {
+        let mut cat = Catalog::default();
+        let mut cur = crate::btree::CursorState::open(&self.store, CATALOG_ROOT, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?;
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        while cur.next(&self.store, &mut k, &mut v)? {
+            let info = decode_entry(&k, &v)?;
+            cat.by_name.insert(info.name.clone(), info.root);
+            cat.by_id.insert(info.root, info);
+        }
+        *self.catalog.write().unwrap_or_else(PoisonError::into_inner) = cat;
+        Ok(())
+    }
+
+    /// The root page of a live table, or `UnknownTableId`.
+    pub(crate) fn root_of(&self, table: TableId) -> Result<PageId> {
+        let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+        if cat.by_id.contains_key(&table.0) {
+            Ok(table.0)
+        } else {
+            Err(Error::UnknownTableId(table.0))
+        }
     }
 
     /// Creates a table (autocommitted). Errors with `TableExists`.
     pub fn create_table(&self, name: &str) -> Result<TableId> {
-        let _ = name;
-        todo!()
+        self.create(name, TableKind::Table)
     }
 
     /// Creates a secondary index table over `table` (autocommitted). Its keys
     /// and values are whatever the application writes; usually the index key
     /// followed by the table's primary key.
     pub fn create_index(&self, name: &str, table: TableId) -> Result<TableId> {
-        let _ = (name, table);
-        todo!()
+        self.root_of(table)?;
+        self.create(name, TableKind::Index { table })
+    }
+
+    fn create(&self, name: &str, kind: TableKind) -> Result<TableId> {
+        let _ddl = lock(&self.ddl);
+        if name.len() > self.limits.max_key {
+            return Err(Error::KeyTooLarge {
+                len: name.len(),
+                max: self.limits.max_key,
+            });
+        }
+        if self.catalog.read().unwrap_or_else(PoisonError::into_inner).by_name.contains_key(name) {
+            return Err(Error::TableExists(name.into()));
+        }
+        let root = self.store.create_tree()?;
+        let info = TableInfo {
+            id: TableId(root),
+            name: name.into(),
+            kind,
+            root,
+        };
+        let mut txn = self.begin();
+        match txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Insert(&encode_entry(&info)))? {
+            Outcome::Done => {}
+            _ => return Err(Error::TableExists(name.into())),
+        }
+        txn.commit()?;
+        let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+        cat.by_name.insert(info.name.clone(), root);
+        cat.by_id.insert(root, info);
+        Ok(TableId(root))
     }
 
     /// Looks a table or index up by name; `UnknownTable` if there is none.
     pub fn table(&self, name: &str) -> Result<TableId> {
-        let _ = name;
-        todo!()
+        let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+        cat.by_name.get(name).map(|&r| TableId(r)).ok_or_else(|| Error::UnknownTable(name.into()))
     }
 
-    /// All catalog entries.
+    /// All catalog entries, by name.
     pub fn tables(&self) -> Vec<TableInfo> {
-        todo!()
+        let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+        let mut v: Vec<TableInfo> = cat.by_id.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
     }
 
-    /// Drops a table or index and returns its pages to the free list.
+    /// Drops a table or index (waiting for transactions using it) and returns
+    /// its pages to the free list.
     pub fn drop_table(&self, table: TableId) -> Result<()> {
-        let _ = table;
-        todo!()
+        let _ddl = lock(&self.ddl);
+        let root = self.root_of(table)?;
+        let name = {
+            let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+            cat.by_id.get(&root).map(|i| i.name.clone()).unwrap_or_default()
+        };
+        let mut txn = self.begin();
+        txn.lock_raw(table_lock_name(root), LockMode::Exclusive)?;
+        txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
+        {
+            let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+            cat.by_id.remove(&root);
+            cat.by_name.remove(&name);
+        }
+        txn.commit()?;
+        // After the commit: a crash before the pages are freed leaks them,
+        // it never frees pages of a live table.
+        self.store.free_tree(root)
     }
 
     /// Begins a transaction.
     pub fn begin(&self) -> Txn<'_> {
-        todo!()
+        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Registers a transaction's first write; `lsn_floor` is at or below the
+    /// LSN of its first record.
+    pub(crate) fn register_writer(&self, txn: u64) {
+        let mut a = lock(&self.active);
+        a.insert(txn, self.store.wal.next_lsn());
+    }
+
+    pub(crate) fn unregister_writer(&self, txn: u64) {
+        lock(&self.active).remove(&txn);
     }
 
     /// Takes a checkpoint: writes the log and every dirty page, syncs, records
-    /// the new recovery start in the header and deletes old log files.
+    /// the new recovery start in the header and deletes old log files. Safe
+    /// to kill at any point: until the header is rewritten, recovery starts
+    /// from the previous checkpoint, whose log is still there.
     pub fn checkpoint(&self) -> Result<()> {
-        todo!()
+        let _one = lock(&self.checkpoint_lock);
+        let wal = &self.store.wal;
+        let redo = wal.next_lsn();
+        let oldest = lock(&self.active).values().copied().min().unwrap_or(u64::MAX);
+        let log_start = redo.min(oldest);
+        wal.flush(redo, true)?;
+        self.store.pool.flush_all()?;
+        let pager = self.store.pool.pager();
+        pager.sync()?;
+        pager.write_header(&FileHeader {
+            page_size: self.limits.page_size as u32,
+            checkpoint_lsn: redo,
+            log_start,
+            next_txn: self.next_txn.load(Ordering::Relaxed),
+        })?;
+        wal.truncate_before(log_start)?;
+        self.last_checkpoint.store(redo, Ordering::Relaxed);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
-    /// Checks every tree's structure (key order, high keys, right links);
-    /// returns the number of entries in all tables.
+    /// Takes a checkpoint if enough log was written since the last one.
+    pub(crate) fn maybe_checkpoint(&self) -> Result<()> {
+        let every = self.options.checkpoint_log_bytes;
+        if every > 0 && self.store.wal.next_lsn().saturating_sub(self.last_checkpoint.load(Ordering::Relaxed)) > every {
+            return self.checkpoint();
+        }
+        Ok(())
+    }
+
+    /// Checks every tree's structure (key order, high keys, right links,
+    /// levels); returns the number of entries in all tables and indexes.
     pub fn check_integrity(&self) -> Result<u64> {
-        todo!()
+        self.store.check_tree(CATALOG_ROOT)?;
+        let mut total = 0;
+        for t in self.tables() {
+            total += self.store.check_tree(t.root)?;
+        }
+        Ok(total)
     }
 
     /// Size limits of this database.
     pub fn limits(&self) -> Limits {
-        todo!()
+        self.limits
     }
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        todo!()
+        let r = Ordering::Relaxed;
+        let pager = self.store.pool.pager();
+        let wal = &self.store.wal;
+        Stats {
+            page_reads: pager.reads.load(r),
+            page_writes: pager.writes.load(r),
+            pool_hits: self.store.pool.hits.load(r),
+            log_bytes: wal.appended_bytes.load(r),
+            log_flushes: wal.flushes.load(r),
+            log_syncs: wal.syncs.load(r),
+            checkpoints: self.checkpoints.load(r),
+            commits: self.commits.load(r),
+            aborts: self.aborts.load(r),
+            deadlocks: self.deadlocks.load(r),
+        }
+    }
+
+    /// Whether page `id` is in the buffer pool (for replacement-policy tests).
+    #[doc(hidden)]
+    pub fn page_is_resident(&self, id: PageId) -> bool {
+        self.store.pool.is_resident(id)
+    }
+
+    /// The pages on the path from a table's root to the leaf holding `key`
+    /// (for replacement-policy tests).
+    #[doc(hidden)]
+    pub fn path_to(&self, table: TableId, key: &[u8]) -> Result<Vec<PageId>> {
+        let mut out = Vec::new();
+        let root = self.root_of(table)?;
+        for level in (0..=self.store.height_of(root)?).rev() {
+            out.push(self.store.descend(root, key, level)?.id());
+        }
+        Ok(out)
+    }
+
+    /// A copy of page `id` as stored in the pool (for tests and tools).
+    #[doc(hidden)]
+    pub fn page_image(&self, id: PageId) -> Result<PageBuf> {
+        let p = self.store.pool.get_page(id)?;
+        let g = p.read();
+        let mut buf = PageBuf::new(self.limits.page_size);
+        crate::page::PageAccess::read_bytes(&g, 0, buf.as_bytes_mut());
+        Ok(buf)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // A clean close leaves nothing to recover; errors are ignored
+        // because recovery on the next open covers them.
+        let _ = self.checkpoint();
     }
 }

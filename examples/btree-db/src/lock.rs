@@ -1,1 +1,215 @@
-//! lock
+//! The record lock manager: shared / exclusive locks on 64-bit lock names
+//! (a hash of table and key), strict two-phase locking, deadlock detection on
+//! a waits-for graph, and a timeout as a backstop.
+//!
+//! Each transaction's [`TxnLocks`] counts its acquisitions per lock, so a
+//! single acquisition can be undone with [`LockManager::release_one`] (the
+//! speculation layer undoes an escaped `acquire` that way); the lock is freed
+//! when the count reaches zero.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::buffer::IdMap;
+use crate::error::{Error, Result};
+
+/// Lock modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+const SHARDS: usize = 64;
+
+#[derive(Default)]
+struct Entry {
+    /// (transaction, mode); few holders, so a vector.
+    holders: Vec<(u64, LockMode)>,
+    waiters: u32,
+}
+
+struct Shard {
+    table: Mutex<IdMap<u64, Entry>>,
+    cond: Condvar,
+}
+
+/// The locks one transaction holds, with acquisition counts.
+#[derive(Default)]
+pub(crate) struct TxnLocks {
+    held: IdMap<u64, (LockMode, u32)>,
+}
+
+impl TxnLocks {
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+}
+
+/// The lock manager.
+pub(crate) struct LockManager {
+    shards: Box<[Shard]>,
+    /// Waits-for edges of blocked transactions.
+    waits_for: Mutex<HashMap<u64, Vec<u64>>>,
+    timeout: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The lock name of a record.
+pub(crate) fn lock_name(table: u32, key: &[u8]) -> u64 {
+    // FNV-1a then a final mix; collisions only cause extra waiting.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (table as u64).wrapping_mul(0x100_0000_01b3);
+    for &b in key {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// The lock name of a whole table (taken shared by every access, exclusive by drop).
+pub(crate) fn table_lock_name(table: u32) -> u64 {
+    lock_name(u32::MAX, &table.to_le_bytes())
+}
+
+impl LockManager {
+    pub(crate) fn new(timeout: Duration) -> LockManager {
+        LockManager {
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    table: Mutex::new(IdMap::default()),
+                    cond: Condvar::new(),
+                })
+                .collect(),
+            waits_for: Mutex::new(HashMap::new()),
+            timeout,
+        }
+    }
+
+    fn shard(&self, name: u64) -> &Shard {
+        &self.shards[(name as usize) % SHARDS]
+    }
+
+    /// Acquires `name` in `mode` for transaction `txn`, waiting if needed.
+    /// Returns whether it had to wait (the caller re-reads what it read before).
+    pub(crate) fn acquire(&self, txn: u64, locks: &mut TxnLocks, name: u64, mode: LockMode) -> Result<bool> {
+        if let Some((held, count)) = locks.held.get_mut(&name) {
+            if *held >= mode {
+                *count += 1;
+                return Ok(false);
+            }
+        }
+        let shard = self.shard(name);
+        let mut table = lock(&shard.table);
+        let mut waited = false;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let entry = table.entry(name).or_default();
+            let conflict = entry
+                .holders
+                .iter()
+                .any(|&(t, m)| t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive));
+            if !conflict {
+                match entry.holders.iter_mut().find(|(t, _)| *t == txn) {
+                    Some(h) => h.1 = h.1.max(mode),
+                    None => entry.holders.push((txn, mode)),
+                }
+                if waited {
+                    entry.waiters -= 1;
+                    lock(&self.waits_for).remove(&txn);
+                }
+                let e = locks.held.entry(name).or_insert((mode, 0));
+                e.0 = e.0.max(mode);
+                e.1 += 1;
+                return Ok(waited);
+            }
+            let blockers: Vec<u64> = entry.holders.iter().map(|h| h.0).filter(|&t| t != txn).collect();
+            if !waited {
+                entry.waiters += 1;
+                waited = true;
+            }
+            if self.would_deadlock(txn, blockers) {
+                return Err(self.give_up(&mut table, name, txn, Error::Deadlock));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.give_up(&mut table, name, txn, Error::LockTimeout));
+            }
+            // Wake periodically: the waits-for graph changes as others block.
+            let wait = (deadline - now).min(Duration::from_millis(20));
+            table = shard
+                .cond
+                .wait_timeout(table, wait)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn give_up(&self, table: &mut IdMap<u64, Entry>, name: u64, txn: u64, e: Error) -> Error {
+        lock(&self.waits_for).remove(&txn);
+        if let Some(entry) = table.get_mut(&name) {
+            entry.waiters -= 1;
+            if entry.holders.is_empty() && entry.waiters == 0 {
+                table.remove(&name);
+            }
+        }
+        e
+    }
+
+    /// Records `txn -> blockers` and reports whether that closes a cycle.
+    fn would_deadlock(&self, txn: u64, blockers: Vec<u64>) -> bool {
+        let mut g = lock(&self.waits_for);
+        g.insert(txn, blockers);
+        let mut stack: Vec<u64> = g.get(&txn).cloned().unwrap_or_default();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(t) = stack.pop() {
+            if t == txn {
+                return true;
+            }
+            if seen.insert(t) {
+                if let Some(next) = g.get(&t) {
+                    stack.extend_from_slice(next);
+                }
+            }
+        }
+        false
+    }
+
+    /// Undoes one acquisition of `name`; frees the lock when none remain.
+    pub(crate) fn release_one(&self, txn: u64, locks: &mut TxnLocks, name: u64) {
+        let Some((_, count)) = locks.held.get_mut(&name) else { return };
+        *count -= 1;
+        if *count == 0 {
+            locks.held.remove(&name);
+            self.unlock(txn, name);
+        }
+    }
+
+    /// Releases every lock of the transaction (commit / abort).
+    pub(crate) fn release_all(&self, txn: u64, locks: &mut TxnLocks) {
+        for (name, _) in locks.held.drain() {
+            self.unlock(txn, name);
+        }
+    }
+
+    fn unlock(&self, txn: u64, name: u64) {
+        let shard = self.shard(name);
+        let mut table = lock(&shard.table);
+        let mut notify = false;
+        if let Some(entry) = table.get_mut(&name) {
+            entry.holders.retain(|h| h.0 != txn);
+            notify = entry.waiters > 0;
+            if entry.holders.is_empty() && entry.waiters == 0 {
+                table.remove(&name);
+            }
+        }
+        drop(table);
+        if notify {
+            shard.cond.notify_all();
+        }
+    }
+}

@@ -1,99 +1,318 @@
 //! Transactions and cursors.
+//!
+//! A transaction takes a shared lock on each table it touches (so a table
+//! cannot be dropped under it), shared record locks on reads and exclusive
+//! record locks on writes, all held to the end (strict two-phase locking).
+//! Each change is logged with its old value; abort undoes the changes in
+//! reverse order, logging a compensation record for each.
 
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 
-use crate::db::{Database, TableId};
-use crate::error::Result;
+use crate::btree::{CursorState, LogCtx, LogMode, Modify, Outcome};
+use crate::db::{Database, SyncMode, TableId};
+use crate::error::{Error, PageId, Result};
+use crate::lock::{LockMode, TxnLocks, lock_name, table_lock_name};
+use crate::wal::{KIND_ABORT, KIND_COMMIT};
+
+/// One change to undo: slices of the transaction's undo arena.
+struct UndoEntry {
+    table: PageId,
+    key: (u32, u32),
+    /// `None` if the key did not exist before.
+    old: Option<(u32, u32)>,
+    /// The LSN before the change's record (a compensation's undo-next).
+    prev_lsn: u64,
+}
 
 /// A transaction: strict two-phase locking (shared locks on reads, exclusive
 /// on writes, all released at commit or abort). Dropping an unfinished
 /// transaction aborts it. After `Deadlock` or `LockTimeout`, abort.
 pub struct Txn<'db> {
     db: &'db Database,
+    id: u64,
+    locks: TxnLocks,
+    ctx: LogCtx,
+    undo: Vec<UndoEntry>,
+    arena: Vec<u8>,
+    tables: Vec<PageId>,
+    wrote: bool,
+    done: bool,
 }
 
 impl<'db> Txn<'db> {
+    pub(crate) fn new(db: &'db Database, id: u64) -> Txn<'db> {
+        Txn {
+            db,
+            id,
+            locks: TxnLocks::default(),
+            ctx: LogCtx {
+                txn: id,
+                ..LogCtx::default()
+            },
+            undo: Vec::new(),
+            arena: Vec::new(),
+            tables: Vec::new(),
+            wrote: false,
+            done: false,
+        }
+    }
+
     /// This transaction's id.
     pub fn id(&self) -> u64 {
-        todo!()
+        self.id
+    }
+
+    /// Lock acquire seam: one counted acquisition.
+    pub(crate) fn lock_raw(&mut self, name: u64, mode: LockMode) -> Result<bool> {
+        let r = self.db.locks.acquire(self.id, &mut self.locks, name, mode);
+        if matches!(r, Err(Error::Deadlock)) {
+            self.db.deadlocks.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Undoes one acquisition of the record lock on `(table, key)`; the lock
+    /// is released when no acquisition remains. This is the undo of an
+    /// acquire for the speculation layer; ordinary callers never need it.
+    #[doc(hidden)]
+    pub fn unlock_once(&mut self, table: TableId, key: &[u8]) {
+        self.db.locks.release_one(self.id, &mut self.locks, lock_name(table.0, key));
+    }
+
+    /// Number of distinct locks held (for tests).
+    #[doc(hidden)]
+    pub fn locks_held(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// Checks the table and takes its shared table lock once.
+    fn open_table(&mut self, table: TableId) -> Result<PageId> {
+        let root = self.db.root_of(table)?;
+        if !self.tables.contains(&root) {
+            self.lock_raw(table_lock_name(root), LockMode::Shared)?;
+            self.tables.push(root);
+            // The table may have been dropped while we waited.
+            self.db.root_of(table)?;
+        }
+        Ok(root)
+    }
+
+    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let l = self.db.limits();
+        if key.len() > l.max_key {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: l.max_key,
+            });
+        }
+        let len = key.len() + value.map_or(0, <[u8]>::len);
+        if len > l.max_entry {
+            return Err(Error::ValueTooLarge { len, max: l.max_entry });
+        }
+        Ok(())
+    }
+
+    /// Applies a logged, undoable change to a tree without catalog checks.
+    pub(crate) fn modify_raw(&mut self, root: PageId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+        self.lock_raw(lock_name(root, key), LockMode::Exclusive)?;
+        if !self.wrote {
+            self.db.register_writer(self.id);
+            self.wrote = true;
+        }
+        let prev_lsn = self.ctx.prev;
+        let out = self.db.store.modify(root, key, m, LogMode::Undoable { table: root }, &mut self.ctx)?;
+        if out == Outcome::Done {
+            let k = self.stash(key);
+            let old = if self.ctx.had_old {
+                let o = std::mem::take(&mut self.ctx.old);
+                let r = self.stash(&o);
+                self.ctx.old = o;
+                Some(r)
+            } else {
+                None
+            };
+            self.undo.push(UndoEntry {
+                table: root,
+                key: k,
+                old,
+                prev_lsn,
+            });
+        }
+        Ok(out)
+    }
+
+    fn stash(&mut self, b: &[u8]) -> (u32, u32) {
+        let start = self.arena.len() as u32;
+        self.arena.extend_from_slice(b);
+        (start, b.len() as u32)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+        let value = match m {
+            Modify::Insert(v) | Modify::Update(v) | Modify::Put(v) => Some(v),
+            Modify::Delete => None,
+        };
+        self.check_sizes(key, value)?;
+        let root = self.open_table(table)?;
+        self.modify_raw(root, key, m)
     }
 
     /// Reads `key` (shared lock).
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _ = (self.db, table, key);
-        todo!()
+        let mut out = Vec::new();
+        Ok(self.get_into(table, key, &mut out)?.then_some(out))
     }
 
     /// Reads `key` into `out` (cleared first) without allocating; returns
     /// whether the key exists.
     pub fn get_into(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let _ = (table, key, out);
-        todo!()
+        self.read(table, key, out, LockMode::Shared)
     }
 
     /// Reads `key` taking an exclusive lock at once, for read-modify-write
     /// (avoids the deadlocks of shared-to-exclusive upgrades).
     pub fn get_for_update(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let _ = (table, key, out);
-        todo!()
+        self.read(table, key, out, LockMode::Exclusive)
+    }
+
+    fn read(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>, mode: LockMode) -> Result<bool> {
+        self.check_sizes(key, None)?;
+        let root = self.open_table(table)?;
+        self.lock_raw(lock_name(root, key), mode)?;
+        out.clear();
+        self.db.store.get(root, key, out)
     }
 
     /// Inserts a new key; `DuplicateKey` if present.
     pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        let _ = (table, key, value);
-        todo!()
+        match self.write(table, key, Modify::Insert(value))? {
+            Outcome::Duplicate => Err(Error::DuplicateKey),
+            _ => Ok(()),
+        }
     }
 
     /// Replaces the value of an existing key; `NotFound` if absent.
     pub fn update(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        let _ = (table, key, value);
-        todo!()
+        match self.write(table, key, Modify::Update(value))? {
+            Outcome::Missing => Err(Error::NotFound),
+            _ => Ok(()),
+        }
     }
 
     /// Inserts or replaces.
     pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        let _ = (table, key, value);
-        todo!()
+        self.write(table, key, Modify::Put(value)).map(|_| ())
     }
 
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool> {
-        let _ = (table, key);
-        todo!()
+        Ok(self.write(table, key, Modify::Delete)? == Outcome::Done)
     }
 
     /// Opens a cursor over keys in `(lo, hi)` in ascending order. Each entry
     /// returned is share-locked. (Phantoms are not prevented.)
-    pub fn scan<'t>(
-        &'t mut self,
-        table: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-    ) -> Result<Cursor<'t, 'db>> {
-        let _ = (table, lo, hi);
-        todo!()
+    pub fn scan<'t>(&'t mut self, table: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Cursor<'t, 'db>> {
+        let root = self.open_table(table)?;
+        let state = CursorState::open(&self.db.store, root, lo, hi)?;
+        Ok(Cursor { txn: self, state })
     }
 
-    /// The entry with the greatest key in `[lo, hi)`, share-locked.
-    pub fn last_in_range(
-        &mut self,
-        table: TableId,
-        lo: &[u8],
-        hi: &[u8],
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let _ = (table, lo, hi);
-        todo!()
+    /// The entry with the greatest key in `[lo, hi)`, share-locked. Walks the
+    /// range forward, so keep the range small (e.g. one customer's orders).
+    pub fn last_in_range(&mut self, table: TableId, lo: &[u8], hi: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let root = self.open_table(table)?;
+        let store = &self.db.store;
+        let mut state = CursorState::open(store, root, Bound::Included(lo), Bound::Excluded(hi))?;
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+        while state.next(store, &mut k, &mut v)? {
+            match &mut last {
+                Some((lk, lv)) => {
+                    std::mem::swap(lk, &mut k);
+                    std::mem::swap(lv, &mut v);
+                }
+                None => last = Some((std::mem::take(&mut k), std::mem::take(&mut v))),
+            }
+        }
+        state.close(store);
+        let Some((key, _)) = last else { return Ok(None) };
+        // Lock, then read again: the entry may have changed while we waited.
+        let mut val = Vec::new();
+        self.lock_raw(lock_name(root, &key), LockMode::Shared)?;
+        if !self.db.store.get(root, &key, &mut val)? {
+            return self.last_in_range(table, lo, &key);
+        }
+        Ok(Some((key, val)))
     }
 
     /// Commits: appends the commit record, makes it durable per
     /// [`crate::SyncMode`], releases locks.
-    pub fn commit(self) -> Result<()> {
-        todo!()
+    pub fn commit(mut self) -> Result<()> {
+        self.done = true;
+        let mut result = Ok(());
+        if self.wrote {
+            let rec = &mut self.ctx.rec;
+            rec.begin(self.id, self.ctx.prev, KIND_COMMIT);
+            let bytes = rec.finish();
+            let len = bytes.len() as u64;
+            let wal = &self.db.store.wal;
+            let lsn = wal.append(bytes);
+            result = match self.db.options.sync {
+                SyncMode::Off => Ok(()),
+                SyncMode::Normal => wal.flush(lsn + len, false),
+                SyncMode::Full => wal.flush(lsn + len, true),
+            };
+            self.db.unregister_writer(self.id);
+        }
+        self.db.locks.release_all(self.id, &mut self.locks);
+        self.db.commits.fetch_add(1, Ordering::Relaxed);
+        result?;
+        if self.wrote {
+            self.db.maybe_checkpoint()?;
+        }
+        Ok(())
     }
 
     /// Aborts: undoes every change (logging compensation records), releases locks.
-    pub fn abort(self) -> Result<()> {
-        todo!()
+    pub fn abort(mut self) -> Result<()> {
+        self.rollback()
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        self.done = true;
+        let mut result = Ok(());
+        if self.wrote {
+            result = self.undo_all();
+            self.db.unregister_writer(self.id);
+        }
+        self.db.locks.release_all(self.id, &mut self.locks);
+        self.db.aborts.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    fn undo_all(&mut self) -> Result<()> {
+        let store = &self.db.store;
+        while let Some(e) = self.undo.pop() {
+            let key = &self.arena[e.key.0 as usize..(e.key.0 + e.key.1) as usize];
+            let m = match e.old {
+                Some((s, l)) => Modify::Put(&self.arena[s as usize..(s + l) as usize]),
+                None => Modify::Delete,
+            };
+            store.modify(e.table, key, m, LogMode::Compensation { undo_next: e.prev_lsn }, &mut self.ctx)?;
+        }
+        let rec = &mut self.ctx.rec;
+        rec.begin(self.id, self.ctx.prev, KIND_ABORT);
+        store.wal.append(rec.finish());
+        Ok(())
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.rollback();
+        }
     }
 }
 
@@ -101,22 +320,39 @@ impl<'db> Txn<'db> {
 /// leaf; [`Cursor::close`] (or drop) unpins.
 pub struct Cursor<'t, 'db> {
     txn: &'t mut Txn<'db>,
+    state: CursorState<'db>,
 }
 
 impl Cursor<'_, '_> {
     /// The next entry, or `None` at the end of the range.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let _ = &self.txn;
-        todo!()
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        Ok(self.next_into(&mut k, &mut v)?.then_some((k, v)))
     }
 
     /// The next entry into reused buffers; `false` at the end of the range.
     pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<bool> {
-        let _ = (key, value);
-        todo!()
+        let store = &self.txn.db.store;
+        loop {
+            if !self.state.next(store, key, value)? {
+                return Ok(false);
+            }
+            let root = self.state.root();
+            // Lock after releasing the latch (never wait for a lock while
+            // latched); if we waited, the entry may have changed.
+            if self.txn.lock_raw(lock_name(root, key), LockMode::Shared)? {
+                value.clear();
+                if !store.get(root, key, value)? {
+                    continue;
+                }
+            }
+            return Ok(true);
+        }
     }
 
     /// Closes the cursor (unpins its page).
-    pub fn close(self) {}
+    pub fn close(mut self) {
+        self.state.close(&self.txn.db.store);
+    }
 }
