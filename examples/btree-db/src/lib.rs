@@ -75,5 +75,5 @@ mod wal;
 
 pub use db::{Database, Limits, Options, Stats, SyncMode, TableId, TableInfo, TableKind};
 pub use error::{Error, PageId, Result};
-pub use page::{PageAccess, PageBuf, PageWrite, validate_page};
+pub use page::{PageAccess, PageBuf, PageWrite, decode_page, validate_page};
 pub use txn::{Cursor, Txn};

@@ -233,3 +233,19 @@ pub fn validate_page(bytes: &[u8]) -> Result<()> {
     }
     verify(0, bytes)
 }
+
+/// Decodes a page image from disk the way the database does (checksum, then
+/// structure) and returns its cells and high key. Never panics, whatever the
+/// input: the entry point of the decoder fuzz target and property test.
+#[allow(clippy::type_complexity)]
+pub fn decode_page(bytes: &[u8]) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
+    validate_page(bytes)?;
+    let p = PageBuf::from_bytes(bytes);
+    match crate::node::kind(&p) {
+        KIND_LEAF | KIND_BRANCH => {}
+        _ => return Ok((Vec::new(), None)),
+    }
+    let mut high = Vec::new();
+    let has_high = crate::node::read_high_key(&p, &mut high);
+    Ok((crate::node::entries(&p), has_high.then_some(high)))
+}
