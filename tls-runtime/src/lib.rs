@@ -64,6 +64,9 @@ mod run;
 mod sync;
 mod workers;
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 pub use adapt::LoopSite;
 pub use commit::{Accumulator, on_commit};
 pub use config::{Mode, default_threads, mode};

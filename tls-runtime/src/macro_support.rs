@@ -1,2 +1,270 @@
 //! Helpers used only by the code the `tls-macros` attributes generate (traits whose
 //! `#[diagnostic::on_unimplemented]` messages name the user's variable, print capture).
+//!
+//! Nothing here is a public interface: the items are reached only through
+//! `tls_runtime::__private`, and their names are chosen so that when a requirement
+//! fails, rustc's "required for ... to implement `Trait`" note reads as advice.
+
+use crate::commit::on_commit;
+use core::convert::Infallible;
+use core::ops::ControlFlow;
+
+pub use crate::escape::is_speculative;
+
+// ---------------------------------------------------------------------------------------
+// Locals carried across `checkpoint!()`
+// ---------------------------------------------------------------------------------------
+
+/// A local carried across a `checkpoint!()`: the value plus the function that clones
+/// it, captured where the local is carried so that a missing `Clone` is reported there
+/// (naming the local) rather than on the loop's generated state type.
+pub struct Carried<T> {
+    value: T,
+    clone: fn(&T) -> T,
+}
+
+impl<T> Clone for Carried<T> {
+    fn clone(&self) -> Self {
+        Carried {
+            value: (self.clone)(&self.value),
+            clone: self.clone,
+        }
+    }
+}
+
+/// A local that lives across a `checkpoint!()`: the runtime keeps a copy of it at the
+/// checkpoint, so it must be `Clone`.
+#[diagnostic::on_unimplemented(
+    message = "a local of type `{Self}` lives across `checkpoint!()`, but `{Self}` is not `Clone`",
+    label = "this local is carried across the checkpoint, so it must be `Clone`",
+    note = "the runtime keeps a copy of every local that is used after a `checkpoint!()`, to re-run the next segment after a violation",
+    note = "make the type `Clone`, finish using the local before the checkpoint, or carry something cloneable (an index, an `Arc`) instead"
+)]
+pub trait LocalCarriedAcrossCheckpointMustBeClone: Sized {
+    /// Clones the carried local.
+    fn carry_clone(&self) -> Self;
+}
+
+impl<T: Clone> LocalCarriedAcrossCheckpointMustBeClone for T {
+    fn carry_clone(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// Carries `value` across a checkpoint.
+#[inline]
+pub fn carry<T: LocalCarriedAcrossCheckpointMustBeClone>(value: T) -> Carried<T> {
+    Carried {
+        value,
+        clone: T::carry_clone,
+    }
+}
+
+/// Takes a carried local back at the start of the next segment.
+#[inline]
+pub fn uncarry<T>(carried: Carried<T>) -> T {
+    carried.value
+}
+
+// ---------------------------------------------------------------------------------------
+// `?` inside an epoch body
+// ---------------------------------------------------------------------------------------
+
+/// The value types `?` works on in a `#[tls_loop]` body (`Result`, `Option`).
+#[diagnostic::on_unimplemented(
+    message = "the `?` operator can only be applied to `Result` or `Option` in a `#[tls_loop]` body, not to `{Self}`",
+    label = "`?` applied to `{Self}`"
+)]
+pub trait Branch {
+    /// The value `?` evaluates to.
+    type Output;
+    /// What `?` returns early with.
+    type Residual;
+    /// Splits the value into "go on" and "return early".
+    fn branch(self) -> ControlFlow<Self::Residual, Self::Output>;
+}
+
+impl<T, E> Branch for Result<T, E> {
+    type Output = T;
+    type Residual = Result<Infallible, E>;
+    #[inline]
+    fn branch(self) -> ControlFlow<Self::Residual, T> {
+        match self {
+            Ok(v) => ControlFlow::Continue(v),
+            Err(e) => ControlFlow::Break(Err(e)),
+        }
+    }
+}
+
+impl<T> Branch for Option<T> {
+    type Output = T;
+    type Residual = Option<Infallible>;
+    #[inline]
+    fn branch(self) -> ControlFlow<Self::Residual, T> {
+        match self {
+            Some(v) => ControlFlow::Continue(v),
+            None => ControlFlow::Break(None),
+        }
+    }
+}
+
+/// The function's return type, built from what `?` returns early with.
+#[diagnostic::on_unimplemented(
+    message = "`?` in a `#[tls_loop]` body cannot return `{Res}` from a function returning `{Self}`",
+    label = "this `?` returns early from the function"
+)]
+pub trait FromResidual<Res> {
+    /// Builds the early return value.
+    fn from_residual(residual: Res) -> Self;
+}
+
+impl<T, E, F: From<E>> FromResidual<Result<Infallible, E>> for Result<T, F> {
+    #[inline]
+    fn from_residual(residual: Result<Infallible, E>) -> Self {
+        match residual {
+            Err(e) => Err(From::from(e)),
+            Ok(never) => match never {},
+        }
+    }
+}
+
+impl<T> FromResidual<Option<Infallible>> for Option<T> {
+    #[inline]
+    fn from_residual(_: Option<Infallible>) -> Self {
+        None
+    }
+}
+
+/// `value?`, first half.
+#[inline]
+pub fn branch<T: Branch>(value: T) -> ControlFlow<T::Residual, T::Output> {
+    value.branch()
+}
+
+/// `value?`, second half.
+#[inline]
+pub fn from_residual<R: FromResidual<Res>, Res>(residual: Res) -> R {
+    R::from_residual(residual)
+}
+
+// ---------------------------------------------------------------------------------------
+// Output inside an epoch body
+// ---------------------------------------------------------------------------------------
+
+/// Where delayed output goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Prints `text` (already formatted in the epoch, with a newline added when `newline`)
+/// when the epoch commits, so output keeps the sequential order.
+pub fn print_at_commit(stream: Stream, mut text: String, newline: bool) {
+    if newline {
+        text.push('\n');
+    }
+    on_commit(move || {
+        use std::io::Write;
+        // As `print!` does, except that a closed stream is not worth a panic at commit.
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().lock().write_all(text.as_bytes()),
+            Stream::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
+        };
+    });
+}
+
+/// `write!(stdout(), ...)` in an epoch body: the text is delayed to commit and the
+/// write reports success.
+pub fn write_at_commit(stream: Stream, text: String, newline: bool) -> std::io::Result<()> {
+    print_at_commit(stream, text, newline);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// `#[on_commit]` and `#[on_violation]`
+// ---------------------------------------------------------------------------------------
+
+/// The call an `#[on_commit]` function delays: its arguments are moved into it.
+#[diagnostic::on_unimplemented(
+    message = "the arguments of an `#[on_commit]` function must be `Send + 'static`",
+    label = "the arguments are moved into a call that runs when the epoch commits",
+    note = "pass owned data (`String`, `Vec<T>`, `Arc<T>`) or `&'static` references"
+)]
+pub trait OnCommitArgumentsMustBeSendAndStatic: FnOnce() + Send + 'static {}
+impl<F: FnOnce() + Send + 'static> OnCommitArgumentsMustBeSendAndStatic for F {}
+
+/// Runs `call` at commit (at once outside speculation).
+#[inline]
+pub fn delay_call<F: OnCommitArgumentsMustBeSendAndStatic>(call: F) {
+    on_commit(call)
+}
+
+/// The undo action of `#[on_violation(undo)]`: called with a reference to the escaped
+/// call's return value if the epoch is rolled back past the call.
+#[diagnostic::on_unimplemented(
+    message = "the undo action of `#[on_violation]` must be callable as `FnOnce(&{R})` and be `Send + 'static`",
+    label = "expected a function or closure taking `&{R}`",
+    note = "`{R}` is the return type of the escaped function; the undo action runs on whichever thread rolls the epoch back, possibly after the call's borrows ended"
+)]
+pub trait UndoActionMustBeSendAndStatic<R>: FnOnce(&R) + Send + 'static {}
+impl<R, F: FnOnce(&R) + Send + 'static> UndoActionMustBeSendAndStatic<R> for F {}
+
+/// The return value of an escaped function with an undo action: kept (cloned) for the
+/// undo action.
+#[diagnostic::on_unimplemented(
+    message = "an `#[on_violation]` function must return a `Clone + Send + 'static` value, and `{Self}` is not",
+    label = "the undo action receives a copy of this return value",
+    note = "return an owned handle (an id, an `Arc`) that the undo action can use later"
+)]
+pub trait EscapedReturnMustBeCloneSendStatic: Clone + Send + 'static {}
+impl<T: Clone + Send + 'static> EscapedReturnMustBeCloneSendStatic for T {}
+
+/// Checks the undo action's type where the user wrote it.
+#[inline]
+pub fn undo_action<R, F>(_ret: &R, undo: F) -> F
+where
+    F: FnOnce(&R) + UndoActionMustBeSendAndStatic<R>,
+{
+    undo
+}
+
+/// Registers `undo` to run with a copy of `ret` if the epoch is rolled back past the
+/// escaped call that returned `ret`.
+#[inline]
+pub fn undo_with<R: EscapedReturnMustBeCloneSendStatic, F: UndoActionMustBeSendAndStatic<R>>(
+    ret: &R,
+    undo: F,
+) {
+    let kept = ret.clone();
+    crate::escape::on_violation(move || undo(&kept));
+}
+
+// ---------------------------------------------------------------------------------------
+// `#[escape(check = f)]`
+// ---------------------------------------------------------------------------------------
+
+/// What an `#[escape(check = f)]` function returns.
+#[diagnostic::on_unimplemented(
+    message = "the check of `#[escape(check = ...)]` must return `bool`, not `{Self}`",
+    label = "`true` when the arguments are consistent and the call may be made"
+)]
+pub trait EscapeCheckMustReturnBool {
+    /// The verdict.
+    fn verdict(self) -> bool;
+}
+
+impl EscapeCheckMustReturnBool for bool {
+    #[inline]
+    fn verdict(self) -> bool {
+        self
+    }
+}
+
+/// The check's verdict.
+#[inline]
+pub fn verdict<T: EscapeCheckMustReturnBool>(value: T) -> bool {
+    value.verdict()
+}
