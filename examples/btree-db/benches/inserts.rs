@@ -38,7 +38,9 @@ fn run_db(n: usize, threads: usize, batch: usize) -> f64 {
     .unwrap();
     let t = db.create_table("kv").unwrap();
     let per = n / threads;
-    let work: Vec<Vec<u32>> = (0..threads).map(|i| keys(per, 0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 7919)).collect();
+    let work: Vec<Vec<u32>> = (0..threads)
+        .map(|i| keys(per, 0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919)))
+        .collect();
     let start = Instant::now();
     std::thread::scope(|s| {
         for ks in &work {
@@ -47,7 +49,8 @@ fn run_db(n: usize, threads: usize, batch: usize) -> f64 {
                 for chunk in ks.chunks(batch) {
                     let mut txn = db.begin();
                     for &k in chunk {
-                        txn.put(t, &k.to_be_bytes(), &k.wrapping_mul(31).to_le_bytes()).unwrap();
+                        txn.put(t, &k.to_be_bytes(), &k.wrapping_mul(31).to_le_bytes())
+                            .unwrap();
                     }
                     txn.commit().unwrap();
                 }
@@ -62,7 +65,9 @@ fn run_db(n: usize, threads: usize, batch: usize) -> f64 {
 fn run_map(n: usize, threads: usize) -> f64 {
     let map = Arc::new(Mutex::new(BTreeMap::new()));
     let per = n / threads;
-    let work: Vec<Vec<u32>> = (0..threads).map(|i| keys(per, 0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 7919)).collect();
+    let work: Vec<Vec<u32>> = (0..threads)
+        .map(|i| keys(per, 0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919)))
+        .collect();
     let start = Instant::now();
     std::thread::scope(|s| {
         for ks in &work {
@@ -81,15 +86,34 @@ fn main() {
     let n: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .or_else(|| std::env::var("BENCH_KEYS").ok().and_then(|v| v.parse().ok()))
+        .or_else(|| {
+            std::env::var("BENCH_KEYS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        })
         .unwrap_or(5_000_000);
-    let batch: usize = std::env::var("BENCH_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let batch: usize = std::env::var("BENCH_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     println!("random u32 inserts: {n} keys, {batch} per transaction, sync off");
-    println!("{:<28} {:>8} {:>14} {:>10}", "engine", "threads", "ops/s", "vs map");
+    println!(
+        "{:<28} {:>8} {:>14} {:>10}",
+        "engine", "threads", "ops/s", "vs map"
+    );
     for threads in [1, 2] {
         let map = run_map(n, threads);
         let db = run_db(n, threads, batch);
-        println!("{:<28} {:>8} {:>14.0} {:>10}", "BTreeMap + Mutex", threads, map, "1.00");
-        println!("{:<28} {:>8} {:>14.0} {:>10.2}", "btree-db B-link tree", threads, db, db / map);
+        println!(
+            "{:<28} {:>8} {:>14.0} {:>10}",
+            "BTreeMap + Mutex", threads, map, "1.00"
+        );
+        println!(
+            "{:<28} {:>8} {:>14.0} {:>10.2}",
+            "btree-db B-link tree",
+            threads,
+            db,
+            db / map
+        );
     }
 }

@@ -21,7 +21,10 @@ use crate::buffer::{BufferPool, PinnedPage};
 use crate::error::{Error, PageId, Result};
 use crate::frame::PageMut;
 use crate::node;
-use crate::page::{KIND_BRANCH, KIND_FREE, KIND_LEAF, KIND_META, OFF_KIND, OFF_NEXT_FREE, PageAccess, PageBuf, PageWrite};
+use crate::page::{
+    KIND_BRANCH, KIND_FREE, KIND_LEAF, KIND_META, OFF_KIND, OFF_NEXT_FREE, PageAccess, PageBuf,
+    PageWrite,
+};
 use crate::wal::{KIND_CLR, KIND_SMO, KIND_UPDATE, RecBuilder, Wal};
 use std::sync::Arc;
 
@@ -255,7 +258,11 @@ impl Store {
 
     /// Latches `p` exclusively and moves right (latch coupling) until `key`
     /// is below the high key.
-    fn latch_for<'a>(&'a self, mut p: PinnedPage<'a>, key: &[u8]) -> Result<(PinnedPage<'a>, PageMut<'a>)> {
+    fn latch_for<'a>(
+        &'a self,
+        mut p: PinnedPage<'a>,
+        key: &[u8],
+    ) -> Result<(PinnedPage<'a>, PageMut<'a>)> {
         let mut g = p.write();
         while node::beyond_high(&g, key) {
             let r = node::right(&g);
@@ -294,7 +301,14 @@ impl Store {
 
     /// Inserts, replaces or deletes `key`, logging the change per `mode`.
     /// On `Done`, `ctx.old` / `ctx.had_old` hold the previous value.
-    pub(crate) fn modify(&self, root: PageId, key: &[u8], m: Modify<'_>, mode: LogMode, ctx: &mut LogCtx) -> Result<Outcome> {
+    pub(crate) fn modify(
+        &self,
+        root: PageId,
+        key: &[u8],
+        m: Modify<'_>,
+        mode: LogMode,
+        ctx: &mut LogCtx,
+    ) -> Result<Outcome> {
         let leaf = self.descend(root, key, 0)?;
         let (p, mut g) = self.latch_for(leaf, key)?;
         let found = node::search(&g, key);
@@ -357,7 +371,15 @@ impl Store {
     }
 
     /// Inserts or replaces `key` on a latched leaf that has room, and logs it.
-    fn apply_and_log(&self, ctx: &mut LogCtx, mode: LogMode, key: &[u8], val: &[u8], p: &PinnedPage<'_>, g: &mut PageMut<'_>) {
+    fn apply_and_log(
+        &self,
+        ctx: &mut LogCtx,
+        mode: LogMode,
+        key: &[u8],
+        val: &[u8],
+        p: &PinnedPage<'_>,
+        g: &mut PageMut<'_>,
+    ) {
         let id = p.id();
         match node::search(g, key) {
             Ok(i) => {
@@ -373,7 +395,14 @@ impl Store {
 
     /// Builds the record of a key change (header per `mode`, one page op),
     /// appends it and stamps the page.
-    fn log_change(&self, ctx: &mut LogCtx, mode: LogMode, key: &[u8], op: impl FnOnce(&mut RecBuilder), g: &mut PageMut<'_>) {
+    fn log_change(
+        &self,
+        ctx: &mut LogCtx,
+        mode: LogMode,
+        key: &[u8],
+        op: impl FnOnce(&mut RecBuilder),
+        g: &mut PageMut<'_>,
+    ) {
         let rec = &mut ctx.rec;
         match mode {
             LogMode::Undoable { table } => {
@@ -394,7 +423,13 @@ impl Store {
 
     /// Splits the latched node `p` (one redo-only record). For the root, its
     /// cells move to two new children and it becomes their parent.
-    fn split<'a>(&'a self, p: &PinnedPage<'a>, g: &mut PageMut<'a>, is_root: bool, ctx: &mut LogCtx) -> Result<Split<'a>> {
+    fn split<'a>(
+        &'a self,
+        p: &PinnedPage<'a>,
+        g: &mut PageMut<'a>,
+        is_root: bool,
+        ctx: &mut LogCtx,
+    ) -> Result<Split<'a>> {
         let cells = node::entries(g);
         if cells.len() < 2 {
             return Err(corrupt(p.id(), "node too full to split"));
@@ -422,14 +457,16 @@ impl Store {
         let rid = self.alloc(&mut meta, rec)?;
         let rp = self.pool.get_page(rid)?;
         let mut rg = rp.write();
-        let result;
-        if is_root {
+        let result = if is_root {
             let lid = self.alloc(&mut meta, rec)?;
             let lp = self.pool.get_page(lid)?;
             let mut lg = lp.write();
             node::build(&mut lg, kind, level, &cells[..m], Some(&sep), rid);
             node::build(&mut rg, kind, level, &cells[m..], None, 0);
-            let root_cells = vec![(Vec::new(), lid.to_le_bytes().to_vec()), (sep.clone(), rid.to_le_bytes().to_vec())];
+            let root_cells = vec![
+                (Vec::new(), lid.to_le_bytes().to_vec()),
+                (sep.clone(), rid.to_le_bytes().to_vec()),
+            ];
             node::build(g, KIND_BRANCH, level + 1, &root_cells, None, 0);
             rec.op_image(lid, &lg);
             rec.op_image(rid, &rg);
@@ -439,13 +476,20 @@ impl Store {
             rg.set_page_lsn(lsn);
             g.set_page_lsn(lsn);
             meta.set_page_lsn(lsn);
-            result = Split {
+            Split {
                 sep,
                 left: Some((lg, lp)),
                 right: (rg, rp),
-            };
+            }
         } else {
-            node::build(&mut rg, kind, level, &cells[m..], has_high.then_some(high.as_slice()), old_right);
+            node::build(
+                &mut rg,
+                kind,
+                level,
+                &cells[m..],
+                has_high.then_some(high.as_slice()),
+                old_right,
+            );
             node::build(g, kind, level, &cells[..m], Some(&sep), rid);
             rec.op_image(rid, &rg);
             rec.op_image(p.id(), &*g);
@@ -453,19 +497,26 @@ impl Store {
             rg.set_page_lsn(lsn);
             g.set_page_lsn(lsn);
             meta.set_page_lsn(lsn);
-            result = Split {
+            Split {
                 sep,
                 left: None,
                 right: (rg, rp),
-            };
-        }
+            }
+        };
         drop(meta);
         Ok(result)
     }
 
     /// Inserts the separator `(sep, child)` into the node at `level` covering
     /// `sep`, splitting upwards as needed. Each step is one record.
-    fn post_separator(&self, root: PageId, mut level: u8, mut sep: Vec<u8>, mut child: PageId, ctx: &mut LogCtx) -> Result<()> {
+    fn post_separator(
+        &self,
+        root: PageId,
+        mut level: u8,
+        mut sep: Vec<u8>,
+        mut child: PageId,
+        ctx: &mut LogCtx,
+    ) -> Result<()> {
         loop {
             let node_p = self.descend(root, &sep, level)?;
             let (p, mut g) = self.latch_for(node_p, &sep)?;
@@ -502,7 +553,14 @@ impl Store {
         }
     }
 
-    fn insert_separator(&self, p: &PinnedPage<'_>, g: &mut PageMut<'_>, sep: &[u8], val: &[u8], ctx: &mut LogCtx) {
+    fn insert_separator(
+        &self,
+        p: &PinnedPage<'_>,
+        g: &mut PageMut<'_>,
+        sep: &[u8],
+        val: &[u8],
+        ctx: &mut LogCtx,
+    ) {
         let i = match node::search(g, sep) {
             Ok(i) | Err(i) => i,
         };
@@ -537,17 +595,17 @@ impl Store {
                 check_node(&g, id)?;
                 node::validate(&g).map_err(|r| corrupt(id, r))?;
                 level = node::level(&g);
-                if let Some(l) = expect_level {
-                    if l != level {
-                        return Err(corrupt(id, "child level mismatch"));
-                    }
+                if let Some(l) = expect_level
+                    && l != level
+                {
+                    return Err(corrupt(id, "child level mismatch"));
                 }
                 expect_level = Some(level);
                 let n = node::nslots(&g);
-                if let (Some(h), true) = (&prev_high, n > 0) {
-                    if node::key_cmp(&g, 0, h) == std::cmp::Ordering::Less {
-                        return Err(corrupt(id, "key below its left sibling's high key"));
-                    }
+                if let (Some(h), true) = (&prev_high, n > 0)
+                    && node::key_cmp(&g, 0, h) == std::cmp::Ordering::Less
+                {
+                    return Err(corrupt(id, "key below its left sibling's high key"));
                 }
                 let mut hk = Vec::new();
                 let has_high = node::read_high_key(&g, &mut hk);
@@ -581,7 +639,11 @@ impl Store {
     pub(crate) fn redo_op(&self, op: &crate::wal::Op<'_>, lsn: u64) -> Result<Option<PageId>> {
         use crate::wal::Op;
         let page = match *op {
-            Op::Image { page, .. } | Op::Insert { page, .. } | Op::Replace { page, .. } | Op::Delete { page, .. } | Op::Write { page, .. } => page,
+            Op::Image { page, .. }
+            | Op::Insert { page, .. }
+            | Op::Replace { page, .. }
+            | Op::Delete { page, .. }
+            | Op::Write { page, .. } => page,
         };
         let ps = self.page_size();
         let p = self.pool.get_page(page)?;
@@ -655,7 +717,12 @@ pub(crate) struct CursorState<'db> {
 
 impl<'db> CursorState<'db> {
     /// Cursor open: positions on the leaf holding the low bound and pins it.
-    pub(crate) fn open(store: &'db Store, root: PageId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<CursorState<'db>> {
+    pub(crate) fn open(
+        store: &'db Store,
+        root: PageId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Result<CursorState<'db>> {
         let start: &[u8] = match lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
@@ -687,7 +754,12 @@ impl<'db> CursorState<'db> {
     }
 
     /// Moves to the next entry in range, copying it out.
-    pub(crate) fn next(&mut self, store: &'db Store, key: &mut Vec<u8>, val: &mut Vec<u8>) -> Result<bool> {
+    pub(crate) fn next(
+        &mut self,
+        store: &'db Store,
+        key: &mut Vec<u8>,
+        val: &mut Vec<u8>,
+    ) -> Result<bool> {
         loop {
             if self.done {
                 return Ok(false);

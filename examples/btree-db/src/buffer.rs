@@ -164,7 +164,11 @@ impl BufferPool {
             fr.pins.fetch_add(1, Ordering::Relaxed);
             fr.referenced.store(true, Ordering::Relaxed);
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(PinnedPage { pool: self, frame: f, id });
+            return Ok(PinnedPage {
+                pool: self,
+                frame: f,
+                id,
+            });
         }
         let f = match inner.free.pop() {
             Some(f) => f,
@@ -190,7 +194,11 @@ impl BufferPool {
         fr.page.store(id, Ordering::Relaxed);
         inner.map.insert(id, f);
         inner.probation.push_back(f);
-        Ok(PinnedPage { pool: self, frame: f, id })
+        Ok(PinnedPage {
+            pool: self,
+            frame: f,
+            id,
+        })
     }
 
     /// Unpins a page (the explicit form of dropping the [`PinnedPage`]).
@@ -199,7 +207,9 @@ impl BufferPool {
     }
 
     fn unpin(&self, frame: u32) {
-        self.frames[frame as usize].pins.fetch_sub(1, Ordering::Release);
+        self.frames[frame as usize]
+            .pins
+            .fetch_sub(1, Ordering::Release);
     }
 
     /// Picks an unpinned victim frame, writes it back if dirty, and unmaps it.
@@ -209,7 +219,9 @@ impl BufferPool {
             let from_probation = !inner.probation.is_empty()
                 && (inner.probation.len() >= self.probation_target || inner.protected.is_empty());
             if from_probation {
-                let Some(f) = inner.probation.pop_front() else { break };
+                let Some(f) = inner.probation.pop_front() else {
+                    break;
+                };
                 let fr = &self.frames[f as usize];
                 if fr.pins.load(Ordering::Acquire) > 0 {
                     inner.probation.push_back(f);
@@ -225,9 +237,13 @@ impl BufferPool {
                     return Ok(f);
                 }
             } else {
-                let Some(f) = inner.protected.pop_front() else { break };
+                let Some(f) = inner.protected.pop_front() else {
+                    break;
+                };
                 let fr = &self.frames[f as usize];
-                if fr.pins.load(Ordering::Acquire) > 0 || fr.referenced.swap(false, Ordering::Relaxed) {
+                if fr.pins.load(Ordering::Acquire) > 0
+                    || fr.referenced.swap(false, Ordering::Relaxed)
+                {
                     inner.protected.push_back(f);
                 } else {
                     inner.probation.push_back(f);
@@ -265,7 +281,9 @@ impl BufferPool {
     /// may or may not be written; every page dirty when it started is.
     pub(crate) fn flush_all(&self) -> Result<()> {
         for (i, fr) in self.frames.iter().enumerate() {
-            let Some(p) = self.pin_frame(i as u32) else { continue };
+            let Some(p) = self.pin_frame(i as u32) else {
+                continue;
+            };
             // A writer sets the dirty flag before it releases its exclusive
             // latch, so once we hold the shared latch the flag is current.
             drop(p.read());
@@ -283,7 +301,11 @@ impl BufferPool {
             return None;
         }
         fr.pins.fetch_add(1, Ordering::Relaxed);
-        Some(PinnedPage { pool: self, frame: f, id })
+        Some(PinnedPage {
+            pool: self,
+            frame: f,
+            id,
+        })
     }
 
     /// Whether page `id` is resident (for tests of the replacement policy).

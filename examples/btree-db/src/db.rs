@@ -167,7 +167,9 @@ fn decode_entry(name: &[u8], v: &[u8]) -> Result<TableInfo> {
     let parent = u32::from_le_bytes([v[5], v[6], v[7], v[8]]);
     let kind = match v[4] {
         0 => TableKind::Table,
-        1 => TableKind::Index { table: TableId(parent) },
+        1 => TableKind::Index {
+            table: TableId(parent),
+        },
         _ => return Err(bad),
     };
     let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corrupt {
@@ -215,10 +217,14 @@ impl Database {
         let path = path.as_ref().to_path_buf();
         let ps = options.page_size;
         if !(512..=32768).contains(&ps) || !ps.is_power_of_two() {
-            return Err(Error::InvalidOptions(format!("page_size {ps} is not a power of two in 512..=32768")));
+            return Err(Error::InvalidOptions(format!(
+                "page_size {ps} is not a power of two in 512..=32768"
+            )));
         }
         if options.pool_pages < 16 {
-            return Err(Error::InvalidOptions("pool_pages must be at least 16".into()));
+            return Err(Error::InvalidOptions(
+                "pool_pages must be at least 16".into(),
+            ));
         }
         let (pager, header) = if path.exists() {
             Pager::open(&path)?
@@ -242,7 +248,12 @@ impl Database {
         };
         let ps = pager.page_size();
         let wal = Arc::new(Wal::new(&path, SEGMENT_SIZE, header.log_start));
-        let pool = BufferPool::new(pager, wal.clone(), options.pool_pages, options.sync != SyncMode::Off);
+        let pool = BufferPool::new(
+            pager,
+            wal.clone(),
+            options.pool_pages,
+            options.sync != SyncMode::Off,
+        );
         let db = Database {
             store: Store { pool, wal },
             locks: LockManager::new(options.lock_timeout),
@@ -278,7 +289,12 @@ impl Database {
 
     fn load_catalog(&self) -> Result<()> {
         let mut cat = Catalog::default();
-        let mut cur = crate::btree::CursorState::open(&self.store, CATALOG_ROOT, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?;
+        let mut cur = crate::btree::CursorState::open(
+            &self.store,
+            CATALOG_ROOT,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )?;
         let (mut k, mut v) = (Vec::new(), Vec::new());
         while cur.next(&self.store, &mut k, &mut v)? {
             let info = decode_entry(&k, &v)?;
@@ -320,7 +336,13 @@ impl Database {
                 max: self.limits.max_key,
             });
         }
-        if self.catalog.read().unwrap_or_else(PoisonError::into_inner).by_name.contains_key(name) {
+        if self
+            .catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_name
+            .contains_key(name)
+        {
             return Err(Error::TableExists(name.into()));
         }
         let root = self.store.create_tree()?;
@@ -331,7 +353,11 @@ impl Database {
             root,
         };
         let mut txn = self.begin();
-        match txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Insert(&encode_entry(&info)))? {
+        match txn.modify_raw(
+            CATALOG_ROOT,
+            name.as_bytes(),
+            Modify::Insert(&encode_entry(&info)),
+        )? {
             Outcome::Done => {}
             _ => return Err(Error::TableExists(name.into())),
         }
@@ -345,7 +371,10 @@ impl Database {
     /// Looks a table or index up by name; `UnknownTable` if there is none.
     pub fn table(&self, name: &str) -> Result<TableId> {
         let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
-        cat.by_name.get(name).map(|&r| TableId(r)).ok_or_else(|| Error::UnknownTable(name.into()))
+        cat.by_name
+            .get(name)
+            .map(|&r| TableId(r))
+            .ok_or_else(|| Error::UnknownTable(name.into()))
     }
 
     /// All catalog entries, by name.
@@ -363,7 +392,10 @@ impl Database {
         let root = self.root_of(table)?;
         let name = {
             let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
-            cat.by_id.get(&root).map(|i| i.name.clone()).unwrap_or_default()
+            cat.by_id
+                .get(&root)
+                .map(|i| i.name.clone())
+                .unwrap_or_default()
         };
         let mut txn = self.begin();
         txn.lock_raw(table_lock_name(root), LockMode::Exclusive)?;
@@ -403,7 +435,11 @@ impl Database {
         let _one = lock(&self.checkpoint_lock);
         let wal = &self.store.wal;
         let redo = wal.next_lsn();
-        let oldest = lock(&self.active).values().copied().min().unwrap_or(u64::MAX);
+        let oldest = lock(&self.active)
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(u64::MAX);
         let log_start = redo.min(oldest);
         wal.flush(redo, true)?;
         self.store.pool.flush_all()?;
@@ -424,7 +460,14 @@ impl Database {
     /// Takes a checkpoint if enough log was written since the last one.
     pub(crate) fn maybe_checkpoint(&self) -> Result<()> {
         let every = self.options.checkpoint_log_bytes;
-        if every > 0 && self.store.wal.next_lsn().saturating_sub(self.last_checkpoint.load(Ordering::Relaxed)) > every {
+        if every > 0
+            && self
+                .store
+                .wal
+                .next_lsn()
+                .saturating_sub(self.last_checkpoint.load(Ordering::Relaxed))
+                > every
+        {
             return self.checkpoint();
         }
         Ok(())

@@ -85,7 +85,10 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "i/o error: {e}"),
             Error::BadMagic => f.write_str("not a btree-db file (bad magic number)"),
             Error::UnsupportedVersion { found, expected } => {
-                write!(f, "unsupported format version {found} (this build reads {expected})")
+                write!(
+                    f,
+                    "unsupported format version {found} (this build reads {expected})"
+                )
             }
             Error::Truncated { what } => write!(f, "file truncated while reading {what}"),
             Error::BadChecksum { page } => write!(f, "page {page} failed its checksum"),

@@ -96,12 +96,18 @@ impl LockManager {
 
     /// Acquires `name` in `mode` for transaction `txn`, waiting if needed.
     /// Returns whether it had to wait (the caller re-reads what it read before).
-    pub(crate) fn acquire(&self, txn: u64, locks: &mut TxnLocks, name: u64, mode: LockMode) -> Result<bool> {
-        if let Some((held, count)) = locks.held.get_mut(&name) {
-            if *held >= mode {
-                *count += 1;
-                return Ok(false);
-            }
+    pub(crate) fn acquire(
+        &self,
+        txn: u64,
+        locks: &mut TxnLocks,
+        name: u64,
+        mode: LockMode,
+    ) -> Result<bool> {
+        if let Some((held, count)) = locks.held.get_mut(&name)
+            && *held >= mode
+        {
+            *count += 1;
+            return Ok(false);
         }
         let shard = self.shard(name);
         let mut table = lock(&shard.table);
@@ -109,10 +115,9 @@ impl LockManager {
         let deadline = Instant::now() + self.timeout;
         loop {
             let entry = table.entry(name).or_default();
-            let conflict = entry
-                .holders
-                .iter()
-                .any(|&(t, m)| t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive));
+            let conflict = entry.holders.iter().any(|&(t, m)| {
+                t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive)
+            });
             if !conflict {
                 match entry.holders.iter_mut().find(|(t, _)| *t == txn) {
                     Some(h) => h.1 = h.1.max(mode),
@@ -127,7 +132,12 @@ impl LockManager {
                 e.1 += 1;
                 return Ok(waited);
             }
-            let blockers: Vec<u64> = entry.holders.iter().map(|h| h.0).filter(|&t| t != txn).collect();
+            let blockers: Vec<u64> = entry
+                .holders
+                .iter()
+                .map(|h| h.0)
+                .filter(|&t| t != txn)
+                .collect();
             if !waited {
                 entry.waiters += 1;
                 waited = true;
@@ -170,10 +180,10 @@ impl LockManager {
             if t == txn {
                 return true;
             }
-            if seen.insert(t) {
-                if let Some(next) = g.get(&t) {
-                    stack.extend_from_slice(next);
-                }
+            if seen.insert(t)
+                && let Some(next) = g.get(&t)
+            {
+                stack.extend_from_slice(next);
             }
         }
         false
@@ -181,7 +191,9 @@ impl LockManager {
 
     /// Undoes one acquisition of `name`; frees the lock when none remain.
     pub(crate) fn release_one(&self, txn: u64, locks: &mut TxnLocks, name: u64) {
-        let Some((_, count)) = locks.held.get_mut(&name) else { return };
+        let Some((_, count)) = locks.held.get_mut(&name) else {
+            return;
+        };
         *count -= 1;
         if *count == 0 {
             locks.held.remove(&name);

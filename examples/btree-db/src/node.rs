@@ -295,7 +295,10 @@ pub(crate) fn build<P: PageWrite>(
 
 /// Bytes a set of cells occupies.
 pub(crate) fn cells_size(cells: &[(Vec<u8>, Vec<u8>)]) -> usize {
-    cells.iter().map(|(k, v)| CELL_HDR + 2 + k.len() + v.len()).sum()
+    cells
+        .iter()
+        .map(|(k, v)| CELL_HDR + 2 + k.len() + v.len())
+        .sum()
 }
 
 /// Checks the structure of a page image so that every accessor call on it
@@ -336,10 +339,10 @@ pub(crate) fn validate<P: PageAccess>(p: &P) -> Result<(), &'static str> {
         if !is_leaf && vl != 4 {
             return Err("branch cell without a child id");
         }
-        if let Some(pk) = &prev {
-            if p.compare(off + CELL_HDR, kl, pk) != Ordering::Greater {
-                return Err("keys out of order");
-            }
+        if let Some(pk) = &prev
+            && p.compare(off + CELL_HDR, kl, pk) != Ordering::Greater
+        {
+            return Err("keys out of order");
         }
         let mut k = prev.take().unwrap_or_default();
         k.clear();
@@ -352,10 +355,10 @@ pub(crate) fn validate<P: PageAccess>(p: &P) -> Result<(), &'static str> {
         if vl != 0 || kl != p.read_u16(OFF_HK_LEN) as usize {
             return Err("bad high key cell");
         }
-        if let Some(pk) = &prev {
-            if p.compare(hk + CELL_HDR, kl, pk) != Ordering::Greater {
-                return Err("key at or above the high key");
-            }
+        if let Some(pk) = &prev
+            && p.compare(hk + CELL_HDR, kl, pk) != Ordering::Greater
+        {
+            return Err("key at or above the high key");
         }
     }
     Ok(())

@@ -220,7 +220,8 @@ pub(crate) fn verify(page: PageId, bytes: &[u8]) -> Result<()> {
     if stored != checksum(bytes) {
         return Err(Error::BadChecksum { page });
     }
-    crate::node::validate(&PageBuf::from_bytes(bytes)).map_err(|reason| Error::Corrupt { page, reason })
+    crate::node::validate(&PageBuf::from_bytes(bytes))
+        .map_err(|reason| Error::Corrupt { page, reason })
 }
 
 /// Decodes arbitrary bytes as a page: `Ok` only if the checksum and the

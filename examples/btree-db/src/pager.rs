@@ -95,7 +95,11 @@ pub(crate) struct Pager {
 impl Pager {
     /// Creates a new file with a header and nothing else.
     pub(crate) fn create(path: &Path, header: &FileHeader) -> Result<Pager> {
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
         let pager = Pager {
             file,
             page_size: header.page_size as usize,
@@ -112,21 +116,24 @@ impl Pager {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let len = file.metadata()?.len();
         if len < 512 {
-            return Err(if len >= 8 && {
-                let mut m = [0u8; 8];
-                file.read_exact_at(&mut m, 0)?;
-                m != MAGIC
-            } {
-                Error::BadMagic
-            } else {
-                Error::Truncated {
-                    what: "file header",
-                }
-            });
+            return Err(
+                if len >= 8 && {
+                    let mut m = [0u8; 8];
+                    file.read_exact_at(&mut m, 0)?;
+                    m != MAGIC
+                } {
+                    Error::BadMagic
+                } else {
+                    Error::Truncated {
+                        what: "file header",
+                    }
+                },
+            );
         }
         let mut raw = [0u8; 512];
         file.read_exact_at(&mut raw, 0)?;
-        let copies = COPY_OFFSETS.map(|o| FileHeader::decode(&raw[o as usize..o as usize + HEADER_LEN]));
+        let copies =
+            COPY_OFFSETS.map(|o| FileHeader::decode(&raw[o as usize..o as usize + HEADER_LEN]));
         let header = match copies {
             [Ok(a), Ok(b)] => {
                 if b.checkpoint_lsn > a.checkpoint_lsn {
@@ -190,7 +197,8 @@ impl Pager {
     /// Writes a sealed page image.
     pub(crate) fn write_page(&self, id: PageId, bytes: &[u8]) -> Result<()> {
         self.writes.fetch_add(1, Ordering::Relaxed);
-        self.file.write_all_at(bytes, id as u64 * self.page_size as u64)?;
+        self.file
+            .write_all_at(bytes, id as u64 * self.page_size as u64)?;
         Ok(())
     }
 

@@ -60,13 +60,15 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
         if lsn < header.checkpoint_lsn {
             continue;
         }
-        let Some(rec) = Record::parse(&bytes, pos, lsn) else { break };
+        let Some(rec) = Record::parse(&bytes, pos, lsn) else {
+            break;
+        };
         touched.clear();
         rec.for_each_op(|op| {
-            if let Some(p) = store.redo_op(&op, lsn)? {
-                if !touched.contains(&p) {
-                    touched.push(p);
-                }
+            if let Some(p) = store.redo_op(&op, lsn)?
+                && !touched.contains(&p)
+            {
+                touched.push(p);
             }
             Ok(())
         })?;
@@ -93,14 +95,24 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
                     reason: "undo chain points outside the log",
                 });
             };
-            let Some(rec) = Record::parse(&bytes, index[i].1, cur) else { break };
+            let Some(rec) = Record::parse(&bytes, index[i].1, cur) else {
+                break;
+            };
             match rec.kind {
                 KIND_UPDATE => {
                     let m = match rec.old {
                         Some(old) => Modify::Put(old),
                         None => Modify::Delete,
                     };
-                    store.modify(rec.table, rec.key, m, LogMode::Compensation { undo_next: rec.prev }, &mut ctx)?;
+                    store.modify(
+                        rec.table,
+                        rec.key,
+                        m,
+                        LogMode::Compensation {
+                            undo_next: rec.prev,
+                        },
+                        &mut ctx,
+                    )?;
                     cur = rec.prev;
                 }
                 KIND_CLR => cur = rec.undo_next,

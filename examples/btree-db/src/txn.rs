@@ -77,7 +77,9 @@ impl<'db> Txn<'db> {
     /// acquire for the speculation layer; ordinary callers never need it.
     #[doc(hidden)]
     pub fn unlock_once(&mut self, table: TableId, key: &[u8]) {
-        self.db.locks.release_one(self.id, &mut self.locks, lock_name(table.0, key));
+        self.db
+            .locks
+            .release_one(self.id, &mut self.locks, lock_name(table.0, key));
     }
 
     /// Number of distinct locks held (for tests).
@@ -108,20 +110,34 @@ impl<'db> Txn<'db> {
         }
         let len = key.len() + value.map_or(0, <[u8]>::len);
         if len > l.max_entry {
-            return Err(Error::ValueTooLarge { len, max: l.max_entry });
+            return Err(Error::ValueTooLarge {
+                len,
+                max: l.max_entry,
+            });
         }
         Ok(())
     }
 
     /// Applies a logged, undoable change to a tree without catalog checks.
-    pub(crate) fn modify_raw(&mut self, root: PageId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+    pub(crate) fn modify_raw(
+        &mut self,
+        root: PageId,
+        key: &[u8],
+        m: Modify<'_>,
+    ) -> Result<Outcome> {
         self.lock_raw(lock_name(root, key), LockMode::Exclusive)?;
         if !self.wrote {
             self.db.register_writer(self.id);
             self.wrote = true;
         }
         let prev_lsn = self.ctx.prev;
-        let out = self.db.store.modify(root, key, m, LogMode::Undoable { table: root }, &mut self.ctx)?;
+        let out = self.db.store.modify(
+            root,
+            key,
+            m,
+            LogMode::Undoable { table: root },
+            &mut self.ctx,
+        )?;
         if out == Outcome::Done {
             let k = self.stash(key);
             let old = if self.ctx.had_old {
@@ -172,11 +188,22 @@ impl<'db> Txn<'db> {
 
     /// Reads `key` taking an exclusive lock at once, for read-modify-write
     /// (avoids the deadlocks of shared-to-exclusive upgrades).
-    pub fn get_for_update(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    pub fn get_for_update(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
         self.read(table, key, out, LockMode::Exclusive)
     }
 
-    fn read(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>, mode: LockMode) -> Result<bool> {
+    fn read(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        mode: LockMode,
+    ) -> Result<bool> {
         self.check_sizes(key, None)?;
         let root = self.open_table(table)?;
         self.lock_raw(lock_name(root, key), mode)?;
@@ -212,7 +239,12 @@ impl<'db> Txn<'db> {
 
     /// Opens a cursor over keys in `(lo, hi)` in ascending order. Each entry
     /// returned is share-locked. (Phantoms are not prevented.)
-    pub fn scan<'t>(&'t mut self, table: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Cursor<'t, 'db>> {
+    pub fn scan<'t>(
+        &'t mut self,
+        table: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Result<Cursor<'t, 'db>> {
         let root = self.open_table(table)?;
         let state = CursorState::open(&self.db.store, root, lo, hi)?;
         Ok(Cursor { txn: self, state })
@@ -220,7 +252,12 @@ impl<'db> Txn<'db> {
 
     /// The entry with the greatest key in `[lo, hi)`, share-locked. Walks the
     /// range forward, so keep the range small (e.g. one customer's orders).
-    pub fn last_in_range(&mut self, table: TableId, lo: &[u8], hi: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn last_in_range(
+        &mut self,
+        table: TableId,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let root = self.open_table(table)?;
         let store = &self.db.store;
         let mut state = CursorState::open(store, root, Bound::Included(lo), Bound::Excluded(hi))?;
@@ -236,7 +273,9 @@ impl<'db> Txn<'db> {
             }
         }
         state.close(store);
-        let Some((key, _)) = last else { return Ok(None) };
+        let Some((key, _)) = last else {
+            return Ok(None);
+        };
         // Lock, then read again: the entry may have changed while we waited.
         let mut val = Vec::new();
         self.lock_raw(lock_name(root, &key), LockMode::Shared)?;
@@ -299,7 +338,15 @@ impl<'db> Txn<'db> {
                 Some((s, l)) => Modify::Put(&self.arena[s as usize..(s + l) as usize]),
                 None => Modify::Delete,
             };
-            store.modify(e.table, key, m, LogMode::Compensation { undo_next: e.prev_lsn }, &mut self.ctx)?;
+            store.modify(
+                e.table,
+                key,
+                m,
+                LogMode::Compensation {
+                    undo_next: e.prev_lsn,
+                },
+                &mut self.ctx,
+            )?;
         }
         let rec = &mut self.ctx.rec;
         rec.begin(self.id, self.ctx.prev, KIND_ABORT);

@@ -73,7 +73,8 @@ impl RecBuilder {
 
     pub(crate) fn update_header(&mut self, table: u32, key: &[u8], old: Option<&[u8]>) {
         self.buf.extend_from_slice(&table.to_le_bytes());
-        self.buf.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.buf.extend_from_slice(key);
         match old {
             None => self.buf.push(0),
@@ -155,11 +156,29 @@ impl RecBuilder {
 /// A page operation decoded from a record.
 #[derive(Debug)]
 pub(crate) enum Op<'a> {
-    Image { page: PageId, bytes: &'a [u8] },
-    Insert { page: PageId, key: &'a [u8], val: &'a [u8] },
-    Replace { page: PageId, key: &'a [u8], val: &'a [u8] },
-    Delete { page: PageId, key: &'a [u8] },
-    Write { page: PageId, off: usize, bytes: &'a [u8] },
+    Image {
+        page: PageId,
+        bytes: &'a [u8],
+    },
+    Insert {
+        page: PageId,
+        key: &'a [u8],
+        val: &'a [u8],
+    },
+    Replace {
+        page: PageId,
+        key: &'a [u8],
+        val: &'a [u8],
+    },
+    Delete {
+        page: PageId,
+        key: &'a [u8],
+    },
+    Write {
+        page: PageId,
+        off: usize,
+        bytes: &'a [u8],
+    },
 }
 
 /// Bounds-checked little-endian reader; `None` on running out of bytes.
@@ -268,7 +287,10 @@ impl<'a> Record<'a> {
             return Ok(());
         }
         let bad = || corrupt("malformed log record operation");
-        let mut r = Reader { b: self.ops, pos: 0 };
+        let mut r = Reader {
+            b: self.ops,
+            pos: 0,
+        };
         let n = r.u16().ok_or_else(bad)?;
         for _ in 0..n {
             let code = r.u8().ok_or_else(bad)?;
@@ -384,13 +406,21 @@ impl Wal {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let mut prefix = self.base.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let mut prefix = self
+            .base
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         prefix.push_str(".wal.");
         let mut segs = Vec::new();
         for e in std::fs::read_dir(dir)? {
             let name = e?.file_name();
             let name = name.to_string_lossy();
-            if let Some(n) = name.strip_prefix(&prefix).and_then(|s| s.parse::<u64>().ok()) {
+            if let Some(n) = name
+                .strip_prefix(&prefix)
+                .and_then(|s| s.parse::<u64>().ok())
+            {
                 segs.push(n);
             }
         }
@@ -481,7 +511,12 @@ impl Wal {
             let f = match io.files.entry(seg) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                    OpenOptions::new().read(true).write(true).create(true).truncate(false).open(self.seg_path(seg))?,
+                    OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(self.seg_path(seg))?,
                 ),
             };
             f.write_all_at(&rest[..n], off)?;
@@ -491,7 +526,8 @@ impl Wal {
             pos += n as u64;
             rest = &rest[n..];
         }
-        self.written.store(start + data.len() as u64, Ordering::Release);
+        self.written
+            .store(start + data.len() as u64, Ordering::Release);
         Ok(())
     }
 

@@ -59,7 +59,11 @@ fn rng(state: &mut u64) -> u64 {
 fn child(dir: &Path, round: u32) {
     let db = Database::open(dir.join("bank.db"), options()).unwrap();
     let ack = Arc::new(std::sync::Mutex::new(
-        OpenOptions::new().create(true).append(true).open(dir.join("acks")).unwrap(),
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("acks"))
+            .unwrap(),
     ));
     let bank = db.table("bank").unwrap();
     let records = db.table("records").unwrap();
@@ -76,14 +80,15 @@ fn child(dir: &Path, round: u32) {
             let db = db.clone();
             let ack = ack.clone();
             std::thread::spawn(move || {
-                let mut seed = 0x9E37_79B9 ^ ((round as u64) << 20) ^ thread as u64 + 1;
+                let mut seed = 0x9E37_79B9 ^ ((round as u64) << 20) ^ (thread as u64 + 1);
                 let mut buf = Vec::new();
                 for i in 0.. {
                     loop {
                         let a = (rng(&mut seed) % ACCOUNTS as u64) as u32;
-                        let b = (a + 1 + (rng(&mut seed) % (ACCOUNTS as u64 - 1)) as u32) % ACCOUNTS;
+                        let b =
+                            (a + 1 + (rng(&mut seed) % (ACCOUNTS as u64 - 1)) as u32) % ACCOUNTS;
                         let amount = (rng(&mut seed) % 50) as i64;
-                        let abort = rng(&mut seed) % 10 == 0;
+                        let abort = rng(&mut seed).is_multiple_of(10);
                         let mut txn = db.begin();
                         let r = (|| -> btree_db::Result<()> {
                             txn.get_for_update(bank, &acct(a), &mut buf)?;
@@ -92,7 +97,11 @@ fn child(dir: &Path, round: u32) {
                             txn.get_for_update(bank, &acct(b), &mut buf)?;
                             let vb = i64::from_le_bytes(buf[..8].try_into().unwrap());
                             txn.update(bank, &acct(b), &(vb + amount).to_le_bytes())?;
-                            txn.insert(records, &record_key(round, thread, i), &record_value(round, thread, i))?;
+                            txn.insert(
+                                records,
+                                &record_key(round, thread, i),
+                                &record_value(round, thread, i),
+                            )?;
                             Ok(())
                         })();
                         match r {
@@ -139,14 +148,22 @@ fn verify(dir: &Path) -> usize {
         let v = txn.get(bank, &acct(j)).unwrap().expect("account present");
         total += i64::from_le_bytes(v[..8].try_into().unwrap());
     }
-    assert_eq!(total, INITIAL * ACCOUNTS as i64, "a transfer was half applied");
+    assert_eq!(
+        total,
+        INITIAL * ACCOUNTS as i64,
+        "a transfer was half applied"
+    );
     let acks = std::fs::read_to_string(dir.join("acks")).unwrap_or_default();
     let mut n = 0;
     for line in acks.lines() {
         let f: Vec<u32> = line.split(' ').map(|x| x.parse().unwrap()).collect();
         let (round, thread, i) = (f[0], f[1], f[2]);
         let got = txn.get(records, &record_key(round, thread, i)).unwrap();
-        assert_eq!(got, Some(record_value(round, thread, i)), "acknowledged commit {line} lost");
+        assert_eq!(
+            got,
+            Some(record_value(round, thread, i)),
+            "acknowledged commit {line} lost"
+        );
         n += 1;
     }
     txn.commit().unwrap();
@@ -157,14 +174,21 @@ fn verify(dir: &Path) -> usize {
 fn crash_child() {
     // Only does something when re-executed by `kill_nine_recovery`.
     if let Ok(dir) = std::env::var("BTREE_DB_CRASH_DIR") {
-        let round = std::env::var("BTREE_DB_CRASH_ROUND").unwrap().parse().unwrap();
+        let round = std::env::var("BTREE_DB_CRASH_ROUND")
+            .unwrap()
+            .parse()
+            .unwrap();
         child(&PathBuf::from(dir), round);
     }
 }
 
 #[test]
 fn kill_nine_recovery() {
-    let rounds = if std::env::var("BTREE_DB_SOAK").is_ok() { 60 } else { 6 };
+    let rounds = if std::env::var("BTREE_DB_SOAK").is_ok() {
+        60
+    } else {
+        6
+    };
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
     let exe = std::env::current_exe().unwrap();

@@ -52,7 +52,9 @@ fn abort_undoes_everything() {
         // Inserts between existing keys (splits), updates with other sizes, deletes.
         match i % 3 {
             0 => txn.insert(t, &k(i * 2 + 1), &[7; 30]).unwrap(),
-            1 => txn.put(t, &k(i % 1000), &vec![9; (i % 50) as usize]).unwrap(),
+            1 => txn
+                .put(t, &k(i % 1000), &vec![9; (i % 50) as usize])
+                .unwrap(),
             _ => {
                 txn.delete(t, &k((i * 7) % 1000)).unwrap();
             }
@@ -135,7 +137,10 @@ fn deadlock_is_detected() {
             })
         })
         .collect();
-    let results: Vec<bool> = threads.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    let results: Vec<bool> = threads
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect();
     // Exactly one victim; the other transaction completes (long before the timeout).
     assert_eq!(results.iter().filter(|&&ok| ok).count(), 1, "{results:?}");
     assert_eq!(db.stats().deadlocks, 1);
@@ -179,7 +184,9 @@ fn concurrent_writers_and_readers() {
                     let key = k(i * threads + th);
                     txn.insert(t, &key, &[th as u8; 24]).unwrap();
                     if i % 50 == 0 {
-                        let mut cur = txn.scan(t, Bound::Included(&k(i)), Bound::Unbounded).unwrap();
+                        let mut cur = txn
+                            .scan(t, Bound::Included(&k(i)), Bound::Unbounded)
+                            .unwrap();
                         let mut prev: Option<Vec<u8>> = None;
                         for _ in 0..40 {
                             // Other threads' uncommitted keys make us wait or time out.
@@ -247,7 +254,10 @@ fn long_scan_does_not_evict_the_hot_set() {
     txn.commit().unwrap();
     assert_eq!(n, 5000);
     for p in &hot_pages {
-        assert!(db.page_is_resident(*p), "hot page {p} was evicted by the scan");
+        assert!(
+            db.page_is_resident(*p),
+            "hot page {p} was evicted by the scan"
+        );
     }
     let reads = db.stats().page_reads;
     let mut txn = db.begin();
@@ -269,7 +279,10 @@ fn pool_pressure_and_exhaustion() {
     }
     txn.commit().unwrap();
     assert_eq!(db.check_integrity().unwrap(), 4000);
-    assert!(db.stats().page_writes > 100, "the small pool wrote back pages");
+    assert!(
+        db.stats().page_writes > 100,
+        "the small pool wrote back pages"
+    );
     // Every frame pinned by an open cursor: the next page needs a frame.
     let mut txns: Vec<_> = (0..16).map(|_| db.begin()).collect();
     let mut cursors = Vec::new();
@@ -287,7 +300,10 @@ fn pool_pressure_and_exhaustion() {
     drop(cursors);
     drop(txns);
     let mut txn = db.begin();
-    assert_eq!(txn.get(t, &k(3999)).unwrap().unwrap(), vec![3999u32 as u8; 30]);
+    assert_eq!(
+        txn.get(t, &k(3999)).unwrap().unwrap(),
+        vec![3999u32 as u8; 30]
+    );
 }
 
 #[test]
@@ -298,9 +314,20 @@ fn size_limits_and_unknown_tables() {
     let lim = db.limits();
     assert_eq!((lim.max_key, lim.max_entry), (494, 1000));
     let mut txn = db.begin();
-    assert!(matches!(txn.put(t, &vec![1; lim.max_key + 1], b""), Err(Error::KeyTooLarge { .. })));
-    assert!(matches!(txn.put(t, b"k", &vec![1; lim.max_entry]), Err(Error::ValueTooLarge { .. })));
-    txn.put(t, &vec![1; lim.max_key], &vec![2; lim.max_entry - lim.max_key]).unwrap();
+    assert!(matches!(
+        txn.put(t, &vec![1; lim.max_key + 1], b""),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        txn.put(t, b"k", &vec![1; lim.max_entry]),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    txn.put(
+        t,
+        &vec![1; lim.max_key],
+        &vec![2; lim.max_entry - lim.max_key],
+    )
+    .unwrap();
     txn.commit().unwrap();
     assert!(matches!(db.table("nope"), Err(Error::UnknownTable(_))));
     assert!(matches!(db.create_table("t"), Err(Error::TableExists(_))));
@@ -308,7 +335,10 @@ fn size_limits_and_unknown_tables() {
     assert_eq!(db.tables().len(), 2);
     db.drop_table(idx).unwrap();
     let mut txn = db.begin();
-    assert!(matches!(txn.put(idx, b"a", b"b"), Err(Error::UnknownTableId(_))));
+    assert!(matches!(
+        txn.put(idx, b"a", b"b"),
+        Err(Error::UnknownTableId(_))
+    ));
 }
 
 #[test]
@@ -331,7 +361,10 @@ fn dropped_pages_are_reused() {
     let b = fill("b");
     db.checkpoint().unwrap();
     let len2 = std::fs::metadata(dir.path().join("t.db")).unwrap().len();
-    assert!(len2 <= len1 + 4 * 512, "file grew from {len1} to {len2}: pages not reused");
+    assert!(
+        len2 <= len1 + 4 * 512,
+        "file grew from {len1} to {len2}: pages not reused"
+    );
     assert_eq!(db.check_integrity().unwrap(), 2000);
     assert_eq!(dump(&db, b).len(), 2000);
 }
@@ -352,10 +385,16 @@ fn bad_files_give_clear_errors() {
     // Not a database.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("t.db"), vec![0x41; 8192]).unwrap();
-    assert!(matches!(Database::open(dir.path().join("t.db"), opts()), Err(Error::BadMagic)));
+    assert!(matches!(
+        Database::open(dir.path().join("t.db"), opts()),
+        Err(Error::BadMagic)
+    ));
     // Too short to hold a header.
     std::fs::write(dir.path().join("t.db"), b"BTRE").unwrap();
-    assert!(matches!(Database::open(dir.path().join("t.db"), opts()), Err(Error::Truncated { .. })));
+    assert!(matches!(
+        Database::open(dir.path().join("t.db"), opts()),
+        Err(Error::Truncated { .. })
+    ));
 
     // Wrong format version (both header copies).
     let dir = tempfile::tempdir().unwrap();
@@ -366,19 +405,43 @@ fn bad_files_give_clear_errors() {
         bytes[off + 8] = 99;
     }
     std::fs::write(&path, &bytes).unwrap();
-    assert!(matches!(Database::open(&path, opts()), Err(Error::UnsupportedVersion { found: 99, expected: 1 })));
+    assert!(matches!(
+        Database::open(&path, opts()),
+        Err(Error::UnsupportedVersion {
+            found: 99,
+            expected: 1
+        })
+    ));
 
     // Truncated to fewer pages than allocated.
     let dir = tempfile::tempdir().unwrap();
     populated(&dir);
     let path = dir.path().join("t.db");
     let len = std::fs::metadata(&path).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len / 2 / 4096 * 4096).unwrap();
-    let e = Database::open(&path, opts()).err().expect("truncated file must not open");
-    assert!(matches!(e, Error::Truncated { .. } | Error::Corrupt { .. }), "{e}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2 / 4096 * 4096)
+        .unwrap();
+    let e = Database::open(&path, opts())
+        .err()
+        .expect("truncated file must not open");
+    assert!(
+        matches!(e, Error::Truncated { .. } | Error::Corrupt { .. }),
+        "{e}"
+    );
     // Cut mid-page.
-    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len / 2 / 4096 * 4096 + 100).unwrap();
-    assert!(matches!(Database::open(&path, opts()), Err(Error::Truncated { .. })));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2 / 4096 * 4096 + 100)
+        .unwrap();
+    assert!(matches!(
+        Database::open(&path, opts()),
+        Err(Error::Truncated { .. })
+    ));
 
     // A flipped byte in a data page: a checksum error, and nothing lost once
     // the byte is restored.

@@ -106,7 +106,11 @@ fn run(ops: Vec<Op>, bulk: u16) {
             }
             Op::DeleteRange(k, n) => {
                 let lo = key(k);
-                let doomed: Vec<Vec<u8>> = model.range(lo.clone()..).take(n as usize).map(|(k, _)| k.clone()).collect();
+                let doomed: Vec<Vec<u8>> = model
+                    .range(lo.clone()..)
+                    .take(n as usize)
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 for d in &doomed {
                     assert!(txn.delete(t, d).unwrap());
                     model.remove(d);
@@ -115,13 +119,18 @@ fn run(ops: Vec<Op>, bulk: u16) {
             Op::Scan(k, n) => {
                 let lo = key(k);
                 let hi = key(k.saturating_add(n));
-                let mut cur = txn.scan(t, Bound::Included(&lo), Bound::Excluded(&hi)).unwrap();
+                let mut cur = txn
+                    .scan(t, Bound::Included(&lo), Bound::Excluded(&hi))
+                    .unwrap();
                 let mut got = Vec::new();
                 while let Some(kv) = cur.next().unwrap() {
                     got.push(kv);
                 }
                 cur.close();
-                let want: Vec<_> = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let want: Vec<_> = model
+                    .range(lo..hi)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 assert_eq!(got, want);
             }
             Op::Get(k) => {
