@@ -199,10 +199,10 @@ impl WarehouseLoader {
             c.c_d_id = d_id;
             c.c_w_id = w_id;
             c.c_last.clear();
-            let name = if c_id <= 1000 {
+            let name = if c_id <= scale.named_customers() {
                 c_id - 1
             } else {
-                rng.nurand(255, 0, 999, self.c.c_last)
+                rng.nurand(255, 0, scale.last_name_max(), self.c.c_last)
             };
             last_name(name, &mut c.c_last);
             c.c_middle.clear();

@@ -51,10 +51,16 @@ impl Scale {
         self.orders() - self.new_orders() + 1
     }
 
-    /// Largest last-name number that exists in every district: the first 1,000
-    /// customers get names 0..=999 in order, so a smaller population has fewer names.
+    /// Customers per district named in order, one per last-name number (spec: the
+    /// first 1,000 of 3,000). A smaller population keeps the spec's one in three, so
+    /// that names still repeat and lookups by name still find several customers.
+    pub fn named_customers(&self) -> u32 {
+        (self.customers / 3).min(1000)
+    }
+
+    /// Largest last-name number in use (spec: 999).
     pub fn last_name_max(&self) -> u32 {
-        self.customers.min(1000) - 1
+        self.named_customers() - 1
     }
 
     /// Checks that the loader can follow the spec's rules at this scale.
