@@ -28,7 +28,7 @@ fn load(kind: &str, warehouses: u16) -> Option<Loaded> {
             } else {
                 Mode::Sequential
             };
-            match engine::create(&dir.path().join("tpcc.db"), mode, Sync::Off) {
+            match engine::create(&dir.path().join("tpcc.db"), mode, Sync::Off, warehouses) {
                 Ok(e) => (e, Some(dir)),
                 Err(e) if e.to_string().contains("not available") => {
                     eprintln!("skipping {kind}: {e}");

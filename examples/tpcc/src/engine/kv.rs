@@ -103,6 +103,10 @@ pub trait KvStore {
         Self: 'a;
     /// Starts a transaction.
     fn begin(&mut self) -> Result<Self::Txn<'_>>;
+    /// Makes everything committed so far durable and cheap to recover (after a load).
+    fn checkpoint(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// One transaction of a [`KvStore`]. Dropping it without `commit` aborts it.
@@ -725,7 +729,8 @@ impl<S: KvStore> LoadSink for KvEngine<S> {
     fn finish(&mut self, meta: &Meta) -> Result<()> {
         self.bufs.out = codec::encode_meta(meta);
         self.load_insert(Table::Meta, codec::META_KEY)?;
-        self.batch_boundary()
+        self.batch_boundary()?;
+        self.store.checkpoint()
     }
 }
 

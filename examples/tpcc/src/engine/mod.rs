@@ -142,8 +142,9 @@ fn tls_unavailable() -> anyhow::Error {
     )
 }
 
-/// Creates an empty database at `path` for loading. Fails if something is already there.
-pub fn create(path: &Path, mode: Mode, sync: Sync) -> Result<Box<dyn Engine>> {
+/// Creates an empty database at `path` for loading `warehouses` warehouses (a sizing
+/// hint). Fails if something is already there.
+pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Box<dyn Engine>> {
     if path.exists() {
         bail!(
             "{} already exists: remove it or choose another --db path",
@@ -157,7 +158,7 @@ pub fn create(path: &Path, mode: Mode, sync: Sync) -> Result<Box<dyn Engine>> {
     }
     match mode {
         Mode::Sqlite => Ok(Box::new(sqlite::SqliteEngine::create(path, sync)?)),
-        Mode::Sequential => Ok(Box::new(sequential::create(path, sync)?)),
+        Mode::Sequential => Ok(Box::new(sequential::create(path, sync, warehouses)?)),
         Mode::Tls => Err(tls_unavailable()),
     }
 }
