@@ -1,11 +1,12 @@
 //! Adaptive fallback: speculation that does not pay is turned off, per loop site, and
 //! tried again later.
 //!
-//! The committing thread watches windows of [`WINDOW`] epochs. When more than half of
-//! a window's epochs were rolled back, the site switches to *in-order* execution: an
-//! epoch is started only once every earlier one has committed, so it runs homefree,
-//! with no read tracking and no wasted work (a full dependence chain then costs about
-//! what the plain loop does). After `backoff` in-order epochs the site probes
+//! Participants tally their commits and hand them to the site a window of [`WINDOW`]
+//! epochs at a time. When more than half of a window's epochs were rolled back, the
+//! site switches to *in-order* execution: once no epoch is in flight, one thread runs
+//! the following iterations itself, like the plain loop, with no tracking and no
+//! per-epoch bookkeeping (a full dependence chain then costs about what the plain loop
+//! does). After `backoff` in-order epochs the site probes
 //! speculation again for one window; each failed probe doubles `backoff` (up to
 //! [`MAX_BACKOFF`]) and a successful one resets it. The state lives in the site, so it
 //! carries across runs of the same loop (a transaction's items loop runs once per
@@ -61,35 +62,33 @@ impl LoopSite {
         self.in_order.load(Relaxed)
     }
 
-    /// Called by the committing thread after each commit.
-    pub(crate) fn committed(&self, rolled_back: bool, was_in_order: bool) {
-        if was_in_order || self.in_order() {
-            if self.in_order_left.load(Relaxed) <= 1 {
-                // Probe speculation again for one window.
-                self.window_epochs.store(0, Relaxed);
-                self.window_rolled_back.store(0, Relaxed);
-                self.in_order.store(false, Relaxed);
-            } else {
-                self.in_order_left.fetch_sub(1, Relaxed);
-            }
-            return;
-        }
-        let epochs = self.window_epochs.fetch_add(1, Relaxed) + 1;
-        let bad = self
-            .window_rolled_back
-            .fetch_add(u32::from(rolled_back), Relaxed)
-            + u32::from(rolled_back);
-        if epochs >= WINDOW {
+    /// One epoch ran in order; after `backoff` of them, probe speculation again.
+    #[inline]
+    pub(crate) fn ran_in_order(&self) {
+        if self.in_order_left.fetch_sub(1, Relaxed) <= 1 {
             self.window_epochs.store(0, Relaxed);
             self.window_rolled_back.store(0, Relaxed);
-            let backoff = self.backoff.load(Relaxed);
-            if bad * 2 > epochs {
-                self.in_order_left.store(backoff, Relaxed);
-                self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
-                self.in_order.store(true, Relaxed);
-            } else {
-                self.backoff.store(MIN_BACKOFF, Relaxed);
-            }
+            self.in_order.store(false, Relaxed);
+        }
+    }
+
+    /// A participant committed `epochs` speculative epochs, `rolled_back` of which were
+    /// rolled back at least once. Decides once a window is full.
+    pub(crate) fn vote(&self, epochs: u32, rolled_back: u32) {
+        let total = self.window_epochs.fetch_add(epochs, Relaxed) + epochs;
+        let bad = self.window_rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
+        if total < WINDOW {
+            return;
+        }
+        self.window_epochs.store(0, Relaxed);
+        self.window_rolled_back.store(0, Relaxed);
+        let backoff = self.backoff.load(Relaxed);
+        if bad * 2 > total {
+            self.in_order_left.store(backoff, Relaxed);
+            self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
+            self.in_order.store(true, Relaxed);
+        } else {
+            self.backoff.store(MIN_BACKOFF, Relaxed);
         }
     }
 }

@@ -10,7 +10,7 @@
 //! its own slot (its own cache line) at every speculative access and checkpoint.
 
 use crate::memory::slot::Access;
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, lock};
 use core::cell::{Cell, RefCell};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
@@ -67,6 +67,8 @@ pub(crate) struct Cause {
 pub(crate) struct EpochSlot {
     tag: AtomicU64,
     rollback_to: AtomicU32,
+    /// Whether `cause` may hold something (written under the `cause` lock).
+    has_cause: AtomicBool,
     cause: Mutex<Option<(u32, Cause)>>,
 }
 
@@ -75,6 +77,7 @@ impl EpochSlot {
         EpochSlot {
             tag: AtomicU64::new(0),
             rollback_to: AtomicU32::new(NOT_VIOLATED),
+            has_cause: AtomicBool::new(false),
             cause: Mutex::new(None),
         }
     }
@@ -82,8 +85,16 @@ impl EpochSlot {
     /// Makes the slot belong to epoch `tag`, with no violation pending.
     pub(crate) fn reset(&self, tag: Tag) {
         self.rollback_to.store(NOT_VIOLATED, Ordering::Relaxed);
-        *lock(&self.cause) = None;
+        // A squashed epoch may have left a cause behind; the lock is taken only then,
+        // not on every epoch.
+        if self.take_cause_flag() {
+            *lock(&self.cause) = None;
+        }
         self.tag.store(tag, Ordering::Release);
+    }
+
+    fn take_cause_flag(&self) -> bool {
+        self.has_cause.swap(false, Ordering::Relaxed)
     }
 
     /// The pending rollback target, or `NOT_VIOLATED`.
@@ -143,6 +154,7 @@ impl EpochRing {
         let mut c = lock(&slot.cause);
         if c.is_none_or(|(s, _)| segment < s) {
             *c = Some((segment, cause));
+            slot.has_cause.store(true, Ordering::Relaxed);
         }
         slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
     }

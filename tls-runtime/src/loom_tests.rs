@@ -127,6 +127,9 @@ fn loom_discarded_forwarded_value_violates_its_readers() {
         let seen = w.slot.read_spec(&a, Location::caller(), |v| *v);
         earlier.join().unwrap();
         let violated = w.ring.slot(2).pending(Ordering::Acquire) != NOT_VIOLATED;
-        assert!(seen != 99 || violated, "epoch 2 kept a value that never was");
+        assert!(
+            seen != 99 || violated,
+            "epoch 2 kept a value that never was"
+        );
     });
 }

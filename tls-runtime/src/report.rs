@@ -181,6 +181,7 @@ pub(crate) struct ThreadStats {
     pub(crate) busy: Duration,
     pub(crate) wasted: Duration,
     pub(crate) wait: Duration,
+    pub(crate) idle: Duration,
     pub(crate) present: Duration,
     pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
 }
@@ -219,6 +220,7 @@ impl ThreadStats {
         self.busy += other.busy;
         self.wasted += other.wasted;
         self.wait += other.wait;
+        self.idle += other.idle;
         self.present += other.present;
         for (k, v) in other.deps {
             let d = self.deps.entry(k).or_insert(DepAcc {
@@ -260,7 +262,6 @@ impl ThreadStats {
                 .then_with(|| a.store.to_string().cmp(&b.store.to_string()))
                 .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
         });
-        let accounted = self.busy + self.wasted + self.wait;
         LoopReport {
             name,
             location: SourceLocation(location),
@@ -275,7 +276,7 @@ impl ThreadStats {
             busy: self.busy,
             wasted: self.wasted,
             wait: self.wait,
-            idle: self.present.saturating_sub(accounted),
+            idle: self.idle,
             dependences,
         }
     }

@@ -21,6 +21,7 @@ use crate::epoch::{
     make_tag,
 };
 use crate::report::{RunMode, ThreadStats, set_last};
+use crate::sync::AtomicU64;
 use crate::workers::{self, Job, backoff};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
@@ -28,7 +29,6 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Mutex;
-use crate::sync::AtomicU64;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -321,11 +321,46 @@ struct Claim<It> {
     iter_panic: Option<Payload>,
 }
 
-enum Claimed<T> {
-    Epoch(u64, Vec<T>),
+enum Claimed {
+    /// Run epoch `index`, whose items are in the participant's scratch buffer.
+    Epoch(u64),
     IterPanic(u64, Payload),
+    /// Epochs ran in order on this thread (adaptive fallback).
+    RanInOrder,
     Wait,
     Finished,
+}
+
+/// A participant's buffers, reused from epoch to epoch.
+struct Scratch<T, S> {
+    items: Vec<T>,
+    snaps: Vec<(usize, S)>,
+    seg_start: Vec<Instant>,
+}
+
+/// A participant's tally of its speculative commits for the adaptive policy, handed to
+/// the site a window at a time so that commits do not all write one shared line.
+#[derive(Default)]
+struct Votes {
+    epochs: u32,
+    rolled_back: u32,
+}
+
+impl Votes {
+    fn epoch(&mut self, rolled_back: bool, site: &LoopSite) {
+        self.epochs += 1;
+        self.rolled_back += u32::from(rolled_back);
+        if self.epochs >= crate::adapt::WINDOW {
+            self.flush(site);
+        }
+    }
+
+    fn flush(&mut self, site: &LoopSite) {
+        if self.epochs > 0 {
+            site.vote(self.epochs, self.rolled_back);
+            *self = Votes::default();
+        }
+    }
 }
 
 /// The state of one speculative loop run, shared by its participants.
@@ -422,23 +457,42 @@ where
     fn participate(&self, is_caller: bool) {
         let entered = Instant::now();
         let mut ts = ThreadStats::default();
+        let mut scratch = Scratch {
+            items: Vec::with_capacity(self.chunk),
+            snaps: Vec::new(),
+            seg_start: Vec::new(),
+        };
+        let mut votes = Votes::default();
         let mut spins = 0u32;
+        let mut idle_since: Option<Instant> = None;
         loop {
-            match self.claim() {
-                Claimed::Epoch(index, items) => {
+            let claimed = self.claim(&mut scratch.items, &mut ts);
+            if !matches!(claimed, Claimed::Wait) {
+                if let Some(t) = idle_since.take() {
+                    ts.idle += t.elapsed();
+                }
+            }
+            match claimed {
+                Claimed::Epoch(index) => {
                     spins = 0;
-                    self.run_epoch(index, items, &mut ts);
+                    self.run_epoch(index, &mut scratch, &mut ts, &mut votes);
                 }
                 Claimed::IterPanic(index, p) => self.run_iter_panic(index, p),
-                Claimed::Wait if is_caller => backoff(&mut spins),
+                Claimed::RanInOrder => spins = 0,
+                Claimed::Wait if is_caller => {
+                    idle_since.get_or_insert_with(Instant::now);
+                    backoff(&mut spins)
+                }
                 Claimed::Wait | Claimed::Finished => break,
             }
         }
+        votes.flush(self.site);
         ts.present = entered.elapsed();
+        ts.busy = ts.present.saturating_sub(ts.wasted + ts.wait + ts.idle);
         lock(&self.stats).merge(ts);
     }
 
-    fn claim(&self) -> Claimed<It::Item> {
+    fn claim(&self, items: &mut Vec<It::Item>, ts: &mut ThreadStats) -> Claimed {
         if self.stop.load(Ordering::Acquire) != NO_STOP {
             return Claimed::Finished;
         }
@@ -452,10 +506,17 @@ where
             return Claimed::Finished;
         }
         let w = self.watermark.load(Ordering::Acquire);
-        if c.next >= w + self.ring.len() || (self.site.in_order() && c.next != w) {
+        if self.site.in_order() {
+            if c.next != w {
+                return Claimed::Wait;
+            }
+            self.run_in_order(&mut c, ts);
+            return Claimed::RanInOrder;
+        }
+        if c.next >= w + self.ring.len() {
             return Claimed::Wait;
         }
-        let mut items = Vec::with_capacity(self.chunk);
+        items.clear();
         while items.len() < self.chunk {
             match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
                 Ok(Some(item)) => items.push(item),
@@ -486,7 +547,65 @@ where
             "a loop ran more than 2^32 epochs"
         );
         c.next += 1;
-        Claimed::Epoch(index, items)
+        Claimed::Epoch(index)
+    }
+
+    /// Adaptive fallback: speculation does not pay for this loop site, and no epoch is
+    /// in flight, so run epochs right here, in order, like the plain loop (no tracking,
+    /// no per-epoch bookkeeping), until the site wants to probe speculation again.
+    /// Holds the claim lock, so no other thread starts an epoch meanwhile.
+    fn run_in_order(&self, c: &mut Claim<It>, ts: &mut ThreadStats) {
+        let t0 = Instant::now();
+        let mut n = 0;
+        while self.site.in_order() {
+            let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(p) => {
+                    let index = c.next;
+                    c.next += 1;
+                    self.end_loop(index, Ending::Panic(p), c);
+                    break;
+                }
+            };
+            let index = c.next;
+            c.next += 1;
+            n += 1;
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                let mut state = (self.start)(item);
+                loop {
+                    match (self.step)(state) {
+                        Step::Checkpoint(next) => state = next,
+                        Step::Done(control) => return control,
+                    }
+                }
+            }));
+            match run {
+                Ok(Control::Continue) => {
+                    self.watermark.store(index + 1, Ordering::Release);
+                    self.site.ran_in_order();
+                }
+                Ok(Control::Break) => {
+                    self.end_loop(index, Ending::Break, c);
+                    break;
+                }
+                Ok(Control::Return(r)) => {
+                    self.end_loop(index, Ending::Return(r), c);
+                    break;
+                }
+                Err(p) => {
+                    self.end_loop(index, Ending::Panic(p), c);
+                    break;
+                }
+            }
+        }
+        ts.epochs += n;
+        ts.in_order_epochs += n;
+        let _ = t0;
     }
 
     /// The iterator panicked producing epoch `index`'s item: sequentially the panic
@@ -497,9 +616,10 @@ where
         slot.reset(tag);
         let cx = EpochCx::new(tag, &self.ring, &self.watermark);
         loop {
-            match self.await_homefree(&cx) {
+            let mut waited = Duration::ZERO;
+            match self.await_homefree(&cx, &mut waited) {
                 Wait::Homefree => {
-                    self.end_loop(index, Ending::Panic(p));
+                    self.end_loop(index, Ending::Panic(p), &mut lock(&self.claim));
                     return;
                 }
                 Wait::Squashed => return,
@@ -508,23 +628,34 @@ where
         }
     }
 
-    fn run_epoch(&self, index: u64, items: Vec<It::Item>, ts: &mut ThreadStats) {
+    fn run_epoch(
+        &self,
+        index: u64,
+        scratch: &mut Scratch<It::Item, S>,
+        ts: &mut ThreadStats,
+        votes: &mut Votes,
+    ) {
+        let Scratch {
+            items,
+            snaps,
+            seg_start,
+        } = scratch;
         let tag = make_tag(self.serial, index);
         self.ring.slot(index).reset(tag);
-        let was_in_order = self.site.in_order();
         let cx = EpochCx::new(tag, &self.ring, &self.watermark);
         let _current = CurrentGuard::set(Some(&cx));
         let t_start = Instant::now();
         // snaps[s] = (item position, state) at the start of segment s.
-        let mut snaps: Vec<(usize, S)> = vec![(0, (self.start)(items[0].clone()))];
-        let mut seg_start: Vec<Instant> = vec![t_start];
-        let mut wasted = Duration::ZERO;
+        snaps.clear();
+        snaps.push((0, (self.start)(items[0].clone())));
+        seg_start.clear();
+        seg_start.push(t_start);
         let mut rolled_back = false;
         loop {
             let seg = cx.segment.get() as usize;
             let (pos, state) = snaps[seg].clone();
             let attempt = match catch_unwind(AssertUnwindSafe(|| {
-                self.run_from(&cx, &items, pos, state, &mut snaps, &mut seg_start)
+                self.run_from(&cx, items, pos, state, snaps, seg_start)
             })) {
                 Ok(control) => Attempt::Finished(control),
                 Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,
@@ -532,19 +663,17 @@ where
                 Err(p) => Attempt::Panicked(p),
             };
             cx.raising.set(false);
-            let body_end = Instant::now();
             let wait = match attempt {
                 Attempt::Rollback => {
                     let (target, cause) = self.ring.slot(index).take_violation();
                     Wait::Violated(target, cause)
                 }
-                _ => self.await_homefree(&cx),
+                _ => self.await_homefree(&cx, &mut ts.wait),
             };
-            let waited = body_end.elapsed();
             match (wait, attempt) {
                 (Wait::Squashed, attempt) => {
                     drop(attempt);
-                    self.rollback(&cx, 0, &mut snaps, &mut seg_start);
+                    self.rollback(&cx, 0, snaps, seg_start);
                     ts.squashed += 1;
                     ts.wasted += t_start.elapsed();
                     return;
@@ -552,7 +681,7 @@ where
                 (Wait::Violated(target, cause), attempt) => {
                     drop(attempt);
                     if self.stop.load(Ordering::Acquire) < index {
-                        self.rollback(&cx, 0, &mut snaps, &mut seg_start);
+                        self.rollback(&cx, 0, snaps, seg_start);
                         ts.squashed += 1;
                         ts.wasted += t_start.elapsed();
                         return;
@@ -563,35 +692,32 @@ where
                         target.min(cx.segment.get())
                     };
                     let lost = seg_start[target as usize].elapsed();
-                    wasted += lost;
                     ts.wasted += lost;
                     ts.rollbacks += 1;
                     rolled_back = true;
                     if let Some(c) = cause {
                         ts.violation(c.store, c.load, target, c.load_ordinal, lost);
                     }
-                    self.rollback(&cx, target, &mut snaps, &mut seg_start);
+                    self.rollback(&cx, target, snaps, seg_start);
                 }
                 (Wait::Homefree, Attempt::AwaitHomefree) => {
                     // The argument check failed on data that turned out current: re-run
                     // the segment as homefree, where the call is made unchecked.
                     let seg = cx.segment.get();
-                    let lost = seg_start[seg as usize].elapsed();
-                    wasted += lost;
-                    ts.wasted += lost;
+                    ts.wasted += seg_start[seg as usize].elapsed();
                     ts.rollbacks += 1;
-                    self.rollback(&cx, seg, &mut snaps, &mut seg_start);
+                    self.rollback(&cx, seg, snaps, seg_start);
                 }
                 (Wait::Homefree, Attempt::Rollback) => unreachable!("rollback never waits"),
                 (Wait::Homefree, Attempt::Finished(control)) => {
-                    ts.wait += waited;
                     let ending = match control {
                         Control::Continue => None,
                         Control::Break => Some(Ending::Break),
                         Control::Return(r) => Some(Ending::Return(r)),
                     };
                     self.commit(&cx, index, ending);
-                    self.account(ts, t_start, wasted, waited, rolled_back, was_in_order);
+                    ts.epochs += 1;
+                    votes.epoch(rolled_back, self.site);
                     return;
                 }
                 (Wait::Homefree, Attempt::Panicked(p)) => {
@@ -601,30 +727,12 @@ where
                     if let Some(msg) = cx.held_panic.borrow_mut().take() {
                         eprintln!("{msg}");
                     }
-                    ts.wait += waited;
                     self.commit(&cx, index, Some(Ending::Panic(p)));
-                    self.account(ts, t_start, wasted, waited, rolled_back, was_in_order);
+                    ts.epochs += 1;
                     return;
                 }
             }
         }
-    }
-
-    fn account(
-        &self,
-        ts: &mut ThreadStats,
-        t_start: Instant,
-        wasted: Duration,
-        waited: Duration,
-        rolled_back: bool,
-        was_in_order: bool,
-    ) {
-        ts.epochs += 1;
-        if was_in_order {
-            ts.in_order_epochs += 1;
-        }
-        ts.busy += t_start.elapsed().saturating_sub(wasted + waited);
-        self.site.committed(rolled_back, was_in_order);
     }
 
     /// Runs segments from `pos`/`state` to the end of the epoch's items.
@@ -675,29 +783,37 @@ where
         seg_start.push(Instant::now());
     }
 
-    fn await_homefree(&self, cx: &EpochCx) -> Wait {
+    /// Waits until the epoch is homefree, violated or squashed; adds the time spent
+    /// waiting (if any) to `waited`.
+    fn await_homefree(&self, cx: &EpochCx, waited: &mut Duration) -> Wait {
         let slot = self.ring.slot(cx.index);
         let mut spins = 0u32;
-        loop {
+        let mut since: Option<Instant> = None;
+        let result = loop {
             if self.stop.load(Ordering::Acquire) < cx.index {
-                return Wait::Squashed;
+                break Wait::Squashed;
             }
             // Watermark first: once it shows us homefree, the violation check after it
             // sees every violation raised by the epochs before us.
             let w = cx.load_watermark();
             if slot.pending(Ordering::Acquire) != NOT_VIOLATED {
                 if self.stop.load(Ordering::Acquire) < cx.index {
-                    return Wait::Squashed;
+                    break Wait::Squashed;
                 }
                 let (target, cause) = slot.take_violation();
-                return Wait::Violated(target, cause);
+                break Wait::Violated(target, cause);
             }
             if w == cx.index {
                 cx.set_homefree();
-                return Wait::Homefree;
+                break Wait::Homefree;
             }
+            since.get_or_insert_with(Instant::now);
             backoff(&mut spins);
+        };
+        if let Some(t) = since {
+            *waited += t.elapsed();
         }
+        result
     }
 
     /// Rolls the epoch back to the start of segment `target`: runs the undo actions
@@ -770,17 +886,17 @@ where
         drop(cx.undo.take());
         match ending {
             None => self.watermark.store(index + 1, Ordering::Release),
-            Some(e) => self.end_loop(index, e),
+            Some(e) => self.end_loop(index, e, &mut lock(&self.claim)),
         }
     }
 
     /// Epoch `index` (homefree, committed) ends the loop: record how, stop claiming,
-    /// squash every later epoch.
-    fn end_loop(&self, index: u64, ending: Ending<R>) {
+    /// squash every later epoch. `claim` is the locked claim state.
+    fn end_loop(&self, index: u64, ending: Ending<R>, claim: &mut Claim<It>) {
         *lock(&self.ending) = Some(ending);
         self.stop.store(index, Ordering::Release);
         self.claimable.store(false, Ordering::Relaxed);
-        lock(&self.claim).done = true;
+        claim.done = true;
         self.ring.squash_after(self.serial, index);
     }
 }

@@ -5,9 +5,9 @@
 //! the real slot and commit code, not of a copy.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Hint that we are busy-waiting; under loom, lets the model scheduler run another thread.
 #[inline]

@@ -50,18 +50,85 @@ struct Reader {
     ordinal: u32,
 }
 
+/// The rarely needed part of a slot's speculative state, allocated on first need:
+/// uncommitted versions, and reader records beyond the first.
 #[derive(Debug)]
 struct Meta<T> {
     /// Sorted by (tag, segment).
     versions: Vec<Version<T>>,
-    readers: Vec<Reader>,
+    more_readers: Vec<Reader>,
 }
 
 impl<T> Default for Meta<T> {
     fn default() -> Self {
         Meta {
             versions: Vec::new(),
-            readers: Vec::new(),
+            more_readers: Vec::new(),
+        }
+    }
+}
+
+/// A slot's speculative state. The first reader record lives inline, so the common
+/// case (one epoch reads a location nobody writes) allocates nothing.
+#[derive(Debug)]
+struct SpecState<T> {
+    /// `first.tag == 0` means no record.
+    first: Reader,
+    meta: Option<Box<Meta<T>>>,
+}
+
+const NO_READER: Reader = Reader {
+    tag: 0,
+    segment: 0,
+    seen: COMMITTED,
+    load: Location::caller(),
+    ordinal: 0,
+};
+
+impl<T> SpecState<T> {
+    fn versions(&self) -> &[Version<T>] {
+        self.meta.as_ref().map_or(&[], |m| &m.versions)
+    }
+
+    fn meta(&mut self) -> &mut Meta<T> {
+        self.meta.get_or_insert_with(Default::default)
+    }
+
+    /// Keeps the reader records for which `keep` is true.
+    fn retain_readers(&mut self, mut keep: impl FnMut(&Reader) -> bool) {
+        if self.first.tag != 0 && !keep(&self.first) {
+            self.first.tag = 0;
+        }
+        if let Some(m) = self.meta.as_mut() {
+            if !m.more_readers.is_empty() {
+                m.more_readers.retain(|r| keep(r));
+                if self.first.tag == 0 {
+                    if let Some(r) = m.more_readers.pop() {
+                        self.first = r;
+                    }
+                }
+            }
+        }
+    }
+
+    fn has_readers(&self) -> bool {
+        self.first.tag != 0
+    }
+
+    fn reader_mut(&mut self, tag: Tag) -> Option<&mut Reader> {
+        if self.first.tag == tag {
+            return Some(&mut self.first);
+        }
+        self.meta
+            .as_mut()
+            .and_then(|m| m.more_readers.iter_mut().find(|r| r.tag == tag))
+    }
+
+    fn push_reader(&mut self, r: Reader) {
+        if self.first.tag == 0 {
+            self.first = r;
+        } else {
+            self.meta().more_readers.push(r);
         }
     }
 }
@@ -104,7 +171,7 @@ pub(crate) enum WriteEffect {
 pub(crate) struct Slot<T> {
     lock: RawLock,
     value: RaceCell<T>,
-    meta: RaceCell<Option<Box<Meta<T>>>>,
+    spec: RaceCell<SpecState<T>>,
 }
 
 // SAFETY: all access to `value` and `meta` happens under `lock` (see every `with_mut`
@@ -119,13 +186,16 @@ impl<T> Slot<T> {
         Slot {
             lock: RawLock::new(),
             value: RaceCell::new(value),
-            meta: RaceCell::new(None),
+            spec: RaceCell::new(SpecState {
+                first: NO_READER,
+                meta: None,
+            }),
         }
     }
 
     /// Runs `f` on the committed value and speculative state, under the lock.
     #[inline]
-    fn locked<R>(&self, f: impl FnOnce(&mut T, &mut Option<Box<Meta<T>>>) -> R) -> R {
+    fn locked<R>(&self, f: impl FnOnce(&mut T, &mut SpecState<T>) -> R) -> R {
         struct Unlock<'a>(&'a RawLock);
         impl Drop for Unlock<'_> {
             fn drop(&mut self) {
@@ -135,7 +205,7 @@ impl<T> Slot<T> {
         self.lock.lock();
         let _unlock = Unlock(&self.lock);
         // SAFETY: we hold `self.lock`, which guards both cells.
-        unsafe { self.value.with_mut(|v| self.meta.with_mut(|m| f(v, m))) }
+        unsafe { self.value.with_mut(|v| self.spec.with_mut(|m| f(v, m))) }
     }
 
     /// Non-speculative look at the committed value.
@@ -158,10 +228,7 @@ impl<T> Slot<T> {
     /// Whether an uncommitted version of an epoch other than `except` is stored (used
     /// by `Drop` checks).
     pub(crate) fn has_versions_except(&self, except: Option<Tag>) -> bool {
-        self.locked(|_, m| {
-            m.as_ref()
-                .is_some_and(|m| m.versions.iter().any(|v| Some(v.tag) != except))
-        })
+        self.locked(|_, m| m.versions().iter().any(|v| Some(v.tag) != except))
     }
 
     /// A speculative read by the epoch `a`: `f` sees the value visible to `a`.
@@ -172,15 +239,11 @@ impl<T> Slot<T> {
         load: &'static Location<'static>,
         f: impl FnOnce(&T) -> R,
     ) -> R {
-        self.locked(|committed, meta| {
-            if a.homefree && meta.as_ref().is_none_or(|m| m.versions.is_empty()) {
-                return f(committed);
-            }
-            let meta = meta.get_or_insert_with(Default::default);
-            let (value, seen) = visible(committed, meta, a);
+        self.locked(|committed, st| {
+            let (value, seen) = visible(committed, st.versions(), a);
             let r = f(value);
             if !a.homefree && seen.tag != a.tag {
-                record_reader(meta, a, seen, load);
+                record_reader(st, a, seen, load);
             }
             r
         })
@@ -194,13 +257,13 @@ impl<T> Slot<T> {
         store: &'static Location<'static>,
         value: T,
     ) -> WriteEffect {
-        self.locked(|committed, meta| {
-            let m = meta.get_or_insert_with(Default::default);
-            violate_readers(m, a, store, |seen| seen.tag <= a.tag);
-            match own_version(m, a) {
+        self.locked(|committed, st| {
+            violate_readers(st, a, store, |seen| seen.tag <= a.tag);
+            match own_version(st.versions(), a) {
                 Own::CurrentSegment(i) => {
-                    m.versions[i].value = value;
-                    m.versions[i].store = store;
+                    let v = &mut st.meta().versions[i];
+                    v.value = value;
+                    v.store = store;
                     WriteEffect::NoNewVersion
                 }
                 Own::None if a.homefree => {
@@ -208,7 +271,7 @@ impl<T> Slot<T> {
                     WriteEffect::NoNewVersion
                 }
                 Own::None | Own::EarlierSegment(_) => {
-                    insert_version(m, a, store, value);
+                    insert_version(st.meta(), a, store, value);
                     WriteEffect::NewVersion
                 }
             }
@@ -227,29 +290,29 @@ impl<T> Slot<T> {
     where
         T: Clone,
     {
-        self.locked(|committed, meta| {
-            let m = meta.get_or_insert_with(Default::default);
-            let (_, seen) = visible(committed, m, a);
+        self.locked(|committed, st| {
+            let (_, seen) = visible(committed, st.versions(), a);
             if !a.homefree && seen.tag != a.tag {
-                record_reader(m, a, seen, site);
+                record_reader(st, a, seen, site);
             }
-            violate_readers(m, a, site, |seen| seen.tag <= a.tag);
-            match own_version(m, a) {
+            violate_readers(st, a, site, |seen| seen.tag <= a.tag);
+            match own_version(st.versions(), a) {
                 Own::CurrentSegment(i) => {
-                    m.versions[i].store = site;
-                    (f(&mut m.versions[i].value), WriteEffect::NoNewVersion)
+                    let v = &mut st.meta().versions[i];
+                    v.store = site;
+                    (f(&mut v.value), WriteEffect::NoNewVersion)
                 }
                 Own::None if a.homefree => (f(committed), WriteEffect::NoNewVersion),
                 Own::None => {
-                    let mut value = committed_or_forwarded(committed, m, a).clone();
+                    let mut value = visible(committed, st.versions(), a).0.clone();
                     let r = f(&mut value);
-                    insert_version(m, a, site, value);
+                    insert_version(st.meta(), a, site, value);
                     (r, WriteEffect::NewVersion)
                 }
                 Own::EarlierSegment(i) => {
-                    let mut value = m.versions[i].value.clone();
+                    let mut value = st.versions()[i].value.clone();
                     let r = f(&mut value);
-                    insert_version(m, a, site, value);
+                    insert_version(st.meta(), a, site, value);
                     (r, WriteEffect::NewVersion)
                 }
             }
@@ -261,8 +324,8 @@ impl<T> Slot<T> {
     /// Called in epoch order by the committing thread, once per logged version; the
     /// first call for a tag moves the value, later ones find nothing.
     pub(crate) fn commit(&self, tag: Tag) {
-        self.locked(|committed, meta| {
-            let Some(m) = meta.as_mut() else { return };
+        self.locked(|committed, st| {
+            let Some(m) = st.meta.as_mut() else { return };
             let mut newest = None;
             let mut i = 0;
             while i < m.versions.len() {
@@ -282,8 +345,8 @@ impl<T> Slot<T> {
     /// Discards the versions the epoch `a.tag` wrote in segments `>= from_segment`, and
     /// violates the later readers that saw them (they read a value that never was).
     pub(crate) fn discard(&self, a: &Access<'_>, from_segment: u32) {
-        self.locked(|_, meta| {
-            let Some(m) = meta.as_mut() else { return };
+        self.locked(|_, st| {
+            let Some(m) = st.meta.as_mut() else { return };
             let mut store = None;
             m.versions.retain(|v| {
                 let dropped = v.tag == a.tag && v.segment >= from_segment;
@@ -293,7 +356,7 @@ impl<T> Slot<T> {
                 !dropped
             });
             if let Some(store) = store {
-                violate_readers(m, a, store, |seen| {
+                violate_readers(st, a, store, |seen| {
                     seen.tag == a.tag && seen.segment >= from_segment
                 });
             }
@@ -303,8 +366,8 @@ impl<T> Slot<T> {
 
 /// The value epoch `a` sees, and which version it is: its own newest version, else the
 /// newest version of an earlier epoch of the same loop, else the committed value.
-fn visible<'v, T>(committed: &'v T, m: &'v Meta<T>, a: &Access<'_>) -> (&'v T, Seen) {
-    for v in m.versions.iter().rev() {
+fn visible<'v, T>(committed: &'v T, versions: &'v [Version<T>], a: &Access<'_>) -> (&'v T, Seen) {
+    for v in versions.iter().rev() {
         if serial_of(v.tag) == serial_of(a.tag) && v.tag <= a.tag {
             let seen = Seen {
                 tag: v.tag,
@@ -316,13 +379,14 @@ fn visible<'v, T>(committed: &'v T, m: &'v Meta<T>, a: &Access<'_>) -> (&'v T, S
     (committed, COMMITTED)
 }
 
-fn committed_or_forwarded<'v, T>(committed: &'v T, m: &'v Meta<T>, a: &Access<'_>) -> &'v T {
-    visible(committed, m, a).0
-}
-
-fn record_reader<T>(m: &mut Meta<T>, a: &Access<'_>, seen: Seen, load: &'static Location<'static>) {
-    m.readers.retain(|r| a.is_live(r.tag));
-    if let Some(r) = m.readers.iter_mut().find(|r| r.tag == a.tag) {
+fn record_reader<T>(
+    st: &mut SpecState<T>,
+    a: &Access<'_>,
+    seen: Seen,
+    load: &'static Location<'static>,
+) {
+    st.retain_readers(|r| a.is_live(r.tag));
+    if let Some(r) = st.reader_mut(a.tag) {
         // An earlier read by this epoch (or a record left by a rolled-back attempt):
         // keep the earliest segment so a violation rolls back far enough.
         if a.segment < r.segment {
@@ -333,7 +397,7 @@ fn record_reader<T>(m: &mut Meta<T>, a: &Access<'_>, seen: Seen, load: &'static 
         r.seen = seen;
         return;
     }
-    m.readers.push(Reader {
+    st.push_reader(Reader {
         tag: a.tag,
         segment: a.segment,
         seen,
@@ -343,15 +407,15 @@ fn record_reader<T>(m: &mut Meta<T>, a: &Access<'_>, seen: Seen, load: &'static 
 }
 
 fn violate_readers<T>(
-    m: &mut Meta<T>,
+    st: &mut SpecState<T>,
     a: &Access<'_>,
     store: &'static Location<'static>,
     stale: impl Fn(Seen) -> bool,
 ) {
-    if m.readers.is_empty() {
+    if !st.has_readers() {
         return;
     }
-    m.readers.retain(|r| {
+    st.retain_readers(|r| {
         if !a.is_live(r.tag) {
             return false;
         }
@@ -378,10 +442,10 @@ enum Own {
     EarlierSegment(usize),
 }
 
-fn own_version<T>(m: &Meta<T>, a: &Access<'_>) -> Own {
-    match m.versions.iter().rposition(|v| v.tag == a.tag) {
+fn own_version<T>(versions: &[Version<T>], a: &Access<'_>) -> Own {
+    match versions.iter().rposition(|v| v.tag == a.tag) {
         None => Own::None,
-        Some(i) if m.versions[i].segment == a.segment => Own::CurrentSegment(i),
+        Some(i) if versions[i].segment == a.segment => Own::CurrentSegment(i),
         Some(i) => Own::EarlierSegment(i),
     }
 }

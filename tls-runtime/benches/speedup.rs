@@ -1,0 +1,250 @@
+//! Speedup of speculative loops over the plain loop, side by side with rayon, and the
+//! cost of speculative accesses. Prints ratios measured in one run (the machines are
+//! shared and noisy: each figure is the median of interleaved repetitions).
+//!
+//! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run).
+
+use rayon::prelude::*;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec};
+
+/// `iters` steps of a dependent multiply-add chain (about 1 ns each).
+#[inline(never)]
+fn work(iters: u64, seed: u64) -> u64 {
+    let mut x = seed | 1;
+    for i in 0..iters {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    black_box(x)
+}
+
+/// Iterations of `work` that take about `target`.
+fn calibrate(target: Duration) -> u64 {
+    let mut iters = 1000u64;
+    loop {
+        let t = Instant::now();
+        for s in 0..50 {
+            work(iters, s);
+        }
+        let per = t.elapsed() / 50;
+        if per >= Duration::from_micros(200) || iters > 1 << 30 {
+            return (iters as f64 * target.as_secs_f64() / per.as_secs_f64()).max(1.0) as u64;
+        }
+        iters *= 4;
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Times each variant `reps` times, interleaved, and returns the medians.
+fn measure(reps: usize, variants: &mut [&mut dyn FnMut()]) -> Vec<Duration> {
+    let mut times = vec![Vec::new(); variants.len()];
+    for v in variants.iter_mut() {
+        v(); // warm up
+    }
+    for _ in 0..reps {
+        for (i, v) in variants.iter_mut().enumerate() {
+            let t = Instant::now();
+            v();
+            times[i].push(t.elapsed());
+        }
+    }
+    times.into_iter().map(median).collect()
+}
+
+fn no_conflict(
+    label: &str,
+    per_epoch: Duration,
+    epochs: usize,
+    reps: usize,
+    pool: &rayon::ThreadPool,
+) {
+    let iters = calibrate(per_epoch);
+    let out = SpecVec::from(vec![0u64; epochs]);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let t = measure(
+        reps,
+        &mut [
+            &mut || {
+                for i in 0..epochs {
+                    out.set(i, work(iters, i as u64));
+                }
+            },
+            &mut || {
+                Loop::new().threads(2).site(site).run(0..epochs, |i| {
+                    out.set(i, work(iters, i as u64));
+                    Control::<()>::Continue
+                });
+            },
+            &mut || {
+                pool.install(|| {
+                    (0..epochs)
+                        .into_par_iter()
+                        .for_each(|i| out.set(i, work(iters, i as u64)))
+                })
+            },
+        ],
+    );
+    let tls = t[0].as_secs_f64() / t[1].as_secs_f64();
+    let ray = t[0].as_secs_f64() / t[2].as_secs_f64();
+    println!(
+        "no-conflict, {label:>5} per epoch, {epochs} epochs: tls {tls:.2}x  rayon {ray:.2}x  (tls/rayon {:.2})",
+        tls / ray
+    );
+}
+
+fn chain(per_epoch: Duration, epochs: usize, reps: usize) {
+    let iters = calibrate(per_epoch);
+    let acc = Spec::new(1u64);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let t = measure(
+        reps,
+        &mut [
+            &mut || {
+                for i in 0..epochs {
+                    let a = acc.get();
+                    acc.set(work(iters, a ^ i as u64));
+                }
+            },
+            &mut || {
+                Loop::new().threads(2).site(site).run(0..epochs, |i| {
+                    let a = acc.get();
+                    acc.set(work(iters, a ^ i as u64));
+                    Control::<()>::Continue
+                });
+            },
+        ],
+    );
+    println!(
+        "full dependence chain, {:?} per epoch, {epochs} epochs: tls {:.3}x of the plain loop",
+        per_epoch,
+        t[0].as_secs_f64() / t[1].as_secs_f64()
+    );
+}
+
+fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
+    let iters = calibrate(per_epoch);
+    let out = SpecVec::from(vec![0u64; epochs]);
+    let shared = Spec::new(0u64);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let body = |i: usize| {
+        let s = if i % 10 == 0 { shared.get() } else { 0 };
+        let x = work(iters, i as u64 ^ s);
+        out.set(i, x);
+        if i % 10 == 0 {
+            shared.set(s.wrapping_add(x));
+        }
+    };
+    let t = measure(
+        reps,
+        &mut [&mut || (0..epochs).for_each(body), &mut || {
+            Loop::new().threads(2).site(site).run(0..epochs, |i| {
+                body(i);
+                Control::<()>::Continue
+            });
+        }],
+    );
+    println!(
+        "10% of epochs conflict, {:?} per epoch: tls {:.2}x of the plain loop",
+        per_epoch,
+        t[0].as_secs_f64() / t[1].as_secs_f64()
+    );
+}
+
+/// Nanoseconds per access: outside any loop, and inside a speculative (not homefree)
+/// epoch, timed from inside the epoch while the epoch before it is held back.
+fn access_costs(n: usize) {
+    let v = SpecVec::from(vec![1u64; n]);
+    let cell = Spec::new(3u64);
+    let t = Instant::now();
+    let mut s = 0u64;
+    for _ in 0..10 {
+        for _ in 0..n {
+            s = s.wrapping_add(black_box(&cell).get());
+        }
+    }
+    black_box(s);
+    let outside_read = t.elapsed().as_nanos() as f64 / (10 * n) as f64;
+    let t = Instant::now();
+    for i in 0..n {
+        s = s.wrapping_add(black_box(&v).get(i));
+    }
+    black_box(s);
+    let outside_vec_read = t.elapsed().as_nanos() as f64 / n as f64;
+    let t = Instant::now();
+    for i in 0..n {
+        v.set(i, i as u64);
+    }
+    let outside_write = t.elapsed().as_nanos() as f64 / n as f64;
+
+    let results = std::sync::Mutex::new(Vec::new());
+    let release = std::sync::atomic::AtomicBool::new(false);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    Loop::new().threads(2).site(site).run(0..2usize, |e| {
+        if e == 0 {
+            // Hold epoch 1 speculative until it has measured.
+            while !release.load(std::sync::atomic::Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            return Control::<()>::Continue;
+        }
+        if tls_runtime::is_speculative() {
+            let t = Instant::now();
+            let mut s = 0u64;
+            for i in 0..n {
+                s = s.wrapping_add(v.get(i));
+            }
+            let first = t.elapsed().as_nanos() as f64 / n as f64;
+            let t = Instant::now();
+            for i in 0..n {
+                s = s.wrapping_add(v.get(i));
+            }
+            let again = t.elapsed().as_nanos() as f64 / n as f64;
+            let t = Instant::now();
+            for _ in 0..n {
+                s = s.wrapping_add(cell.get());
+            }
+            let same = t.elapsed().as_nanos() as f64 / n as f64;
+            let t = Instant::now();
+            for i in 0..n {
+                v.set(i, s ^ i as u64);
+            }
+            let write = t.elapsed().as_nanos() as f64 / n as f64;
+            results.lock().unwrap().push((first, again, same, write));
+        }
+        release.store(true, std::sync::atomic::Ordering::Release);
+        Control::Continue
+    });
+    println!(
+        "access cost outside any loop: Spec::get {outside_read:.1} ns, SpecVec::get {outside_vec_read:.1} ns, SpecVec::set {outside_write:.1} ns"
+    );
+    match results.lock().unwrap().first() {
+        Some((first, again, same, write)) => println!(
+            "access cost in a speculative epoch: read (first touch) {first:.1} ns, read again {again:.1} ns, \
+             same cell {same:.1} ns, write (new version) {write:.1} ns"
+        ),
+        None => println!("access cost in a speculative epoch: (epoch 1 ran homefree; rerun)"),
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let reps = if quick { 3 } else { 9 };
+    let scale = if quick { 4 } else { 1 };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    println!("threads: 2 (the caller and one worker); ratios are plain-loop time / variant time");
+    no_conflict("20us", Duration::from_micros(20), 2000 / scale, reps, &pool);
+    no_conflict("5us", Duration::from_micros(5), 8000 / scale, reps, &pool);
+    no_conflict("1us", Duration::from_micros(1), 20000 / scale, reps, &pool);
+    chain(Duration::from_micros(1), 20000 / scale, reps);
+    chain(Duration::from_micros(20), 1000 / scale, reps);
+    conflict_10pct(Duration::from_micros(5), 8000 / scale, reps);
+    access_costs(100_000);
+}
