@@ -108,3 +108,37 @@ pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'st
         .entry(key)
         .or_insert_with(|| Box::leak(Box::new(LoopSite::new())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
+        let site = LoopSite::new();
+        site.vote(8, 2);
+        assert!(!site.in_order(), "a quarter rolled back still pays");
+        site.vote(4, 3);
+        assert!(!site.in_order(), "the window is not full yet");
+        site.vote(4, 3);
+        assert!(site.in_order());
+        for _ in 0..MIN_BACKOFF - 1 {
+            site.ran_in_order();
+            assert!(site.in_order());
+        }
+        site.ran_in_order();
+        assert!(!site.in_order(), "probe speculation after the backoff");
+        // A failed probe doubles the next in-order stretch.
+        site.vote(WINDOW, WINDOW);
+        assert!(site.in_order());
+        for _ in 0..2 * MIN_BACKOFF - 1 {
+            site.ran_in_order();
+        }
+        assert!(site.in_order());
+        site.ran_in_order();
+        assert!(!site.in_order());
+        // A good window resets the backoff.
+        site.vote(WINDOW, 0);
+        assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
+    }
+}

@@ -466,3 +466,155 @@ fn insert_version<T>(m: &mut Meta<T>, a: &Access<'_>, store: &'static Location<'
         },
     );
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::epoch::{EpochRing, NOT_VIOLATED, make_tag};
+    use crate::sync::Ordering;
+
+    fn at(ring: &EpochRing, index: u64, segment: u32) -> Access<'_> {
+        Access {
+            tag: make_tag(1, index),
+            segment,
+            homefree: false,
+            ring,
+            watermark: 0,
+            ordinal: 0,
+        }
+    }
+
+    fn ring(n: u64) -> EpochRing {
+        let r = EpochRing::new(n as usize);
+        for i in 0..n {
+            r.slot(i).reset(make_tag(1, i));
+        }
+        r
+    }
+
+    fn pending(r: &EpochRing, i: u64) -> u32 {
+        r.slot(i).pending(Ordering::Acquire)
+    }
+
+    #[test]
+    fn later_epoch_reads_the_newest_earlier_version() {
+        let r = ring(8);
+        let s = Slot::new(10u32);
+        assert_eq!(
+            s.write_spec(&at(&r, 1, 0), Location::caller(), 11),
+            WriteEffect::NewVersion
+        );
+        assert_eq!(
+            s.write_spec(&at(&r, 3, 0), Location::caller(), 13),
+            WriteEffect::NewVersion
+        );
+        assert_eq!(s.read_spec(&at(&r, 0, 0), Location::caller(), |v| *v), 10);
+        assert_eq!(s.read_spec(&at(&r, 2, 0), Location::caller(), |v| *v), 11);
+        assert_eq!(s.read_spec(&at(&r, 3, 0), Location::caller(), |v| *v), 13);
+        assert_eq!(s.read_spec(&at(&r, 5, 0), Location::caller(), |v| *v), 13);
+        // Rewriting one's own version in the same segment adds nothing to the log.
+        assert_eq!(
+            s.write_spec(&at(&r, 3, 0), Location::caller(), 23),
+            WriteEffect::NoNewVersion
+        );
+        assert_eq!(
+            s.read_committed(|v| *v),
+            10,
+            "writes are buffered until commit"
+        );
+    }
+
+    #[test]
+    fn write_violates_later_readers_that_saw_older_values_only() {
+        let r = ring(8);
+        let s = Slot::new(0u32);
+        s.write_spec(&at(&r, 4, 0), Location::caller(), 4);
+        // Epoch 5 sees epoch 4's version, epoch 3 sees the committed value.
+        s.read_spec(&at(&r, 5, 2), Location::caller(), |_| ());
+        s.read_spec(&at(&r, 3, 1), Location::caller(), |_| ());
+        // Epoch 2 writes: epoch 3 saw an older value (violated, to its segment 1);
+        // epoch 5 saw epoch 4's newer value (not violated).
+        s.write_spec(&at(&r, 2, 0), Location::caller(), 2);
+        assert_eq!(pending(&r, 3), 1);
+        assert_eq!(pending(&r, 5), NOT_VIOLATED);
+        // Epoch 4 writes again: epoch 5 saw its older version.
+        s.write_spec(&at(&r, 4, 1), Location::caller(), 44);
+        assert_eq!(pending(&r, 5), 2);
+        // Earlier epochs are never violated by later writes.
+        assert_eq!(pending(&r, 2), NOT_VIOLATED);
+    }
+
+    #[test]
+    fn own_reads_and_homefree_reads_leave_no_record() {
+        let r = ring(8);
+        let s = Slot::new(0u32);
+        s.write_spec(&at(&r, 3, 0), Location::caller(), 3);
+        s.read_spec(&at(&r, 3, 0), Location::caller(), |_| ());
+        let mut hf = at(&r, 1, 0);
+        hf.homefree = true;
+        s.read_spec(&hf, Location::caller(), |_| ());
+        // A homefree write with no own version goes straight to the committed value.
+        assert_eq!(
+            s.write_spec(&hf, Location::caller(), 1),
+            WriteEffect::NoNewVersion
+        );
+        assert_eq!(s.read_committed(|v| *v), 1);
+        assert_eq!(pending(&r, 3), NOT_VIOLATED);
+    }
+
+    #[test]
+    fn discarding_a_forwarded_version_violates_its_readers() {
+        let r = ring(8);
+        let s = Slot::new(0u32);
+        s.write_spec(&at(&r, 1, 0), Location::caller(), 10);
+        s.write_spec(&at(&r, 1, 2), Location::caller(), 12);
+        assert_eq!(s.read_spec(&at(&r, 2, 1), Location::caller(), |v| *v), 12);
+        // Epoch 1 rolls back to segment 2: the version epoch 2 saw is gone.
+        s.discard(&at(&r, 1, 2), 2);
+        assert_eq!(pending(&r, 2), 1);
+        assert_eq!(s.read_spec(&at(&r, 6, 0), Location::caller(), |v| *v), 10);
+        s.commit(make_tag(1, 1));
+        assert_eq!(s.read_committed(|v| *v), 10);
+    }
+
+    #[test]
+    fn commit_keeps_the_newest_segment_version() {
+        let r = ring(4);
+        let s = Slot::new(String::from("a"));
+        s.write_spec(&at(&r, 0, 0), Location::caller(), "b".into());
+        s.update_spec(&at(&r, 0, 1), Location::caller(), |v| v.push('c'));
+        s.update_spec(&at(&r, 0, 3), Location::caller(), |v| v.push('d'));
+        s.commit(make_tag(1, 0));
+        assert_eq!(s.read_committed(|v| v.clone()), "bcd");
+        assert!(!s.has_versions_except(None));
+    }
+
+    #[test]
+    fn records_of_committed_epochs_are_dead() {
+        let r = ring(8);
+        let s = Slot::new(0u32);
+        s.read_spec(&at(&r, 2, 0), Location::caller(), |_| ());
+        // Epoch 2 has committed (watermark 3): a write by epoch 1 of a *new* loop run
+        // with the same ring, or any later write, must not touch its slot.
+        let mut w = at(&r, 1, 0);
+        w.watermark = 3;
+        s.write_spec(&w, Location::caller(), 9);
+        assert_eq!(pending(&r, 2), NOT_VIOLATED);
+    }
+
+    #[test]
+    fn records_of_other_loops_are_ignored() {
+        let r = ring(8);
+        let s = Slot::new(0u32);
+        let mut other = at(&r, 5, 0);
+        other.tag = make_tag(2, 5);
+        s.read_spec(&other, Location::caller(), |_| ());
+        s.write_spec(&at(&r, 1, 0), Location::caller(), 1);
+        assert_eq!(pending(&r, 5), NOT_VIOLATED);
+        // Versions of another loop are invisible too.
+        let mut w = at(&r, 0, 0);
+        w.tag = make_tag(2, 0);
+        s.write_spec(&w, Location::caller(), 77);
+        assert_eq!(s.read_spec(&at(&r, 3, 0), Location::caller(), |v| *v), 1);
+    }
+}
