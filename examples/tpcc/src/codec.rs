@@ -625,7 +625,7 @@ mod tests {
         let c = customer_by_last_key(1, 1, "BARBARBAR", "A", 1);
         assert!(a < b && b < c);
         let (from, to) = customer_by_last_range(1, 1, "BARBAR");
-        assert!(from <= a && b < to && !(c < to));
+        assert!(from <= a && b < to && c >= to);
         assert_eq!(customer_by_last_id(&b).unwrap(), 2);
     }
 
@@ -673,7 +673,9 @@ mod tests {
         encode_customer(&Customer::default(), &mut v);
         for cut in 0..v.len() {
             let mut t = TextReader::new(&v[..cut], off::C_TEXT, "customer");
-            let r = t.skip_short(C_SHORT_COLUMNS).and_then(|_| t.long().map(|_| ()));
+            let r = t
+                .skip_short(C_SHORT_COLUMNS)
+                .and_then(|_| t.long().map(|_| ()));
             assert!(r.is_err(), "cut at {cut}");
         }
         assert!(decode_order(&[0; 3]).is_err());

@@ -101,7 +101,11 @@ impl RunReport {
     /// Transactions per second of busy time.
     pub fn throughput(&self) -> f64 {
         let s = self.busy.as_secs_f64();
-        if s == 0.0 { 0.0 } else { self.count() as f64 / s }
+        if s == 0.0 {
+            0.0
+        } else {
+            self.count() as f64 / s
+        }
     }
 
     /// Transactions of `kind` per second of the time spent in them.
@@ -157,7 +161,7 @@ pub fn run(
             }
         }
         done += 1;
-        if done % 256 == 0 {
+        if done.is_multiple_of(256) {
             match opts.limit {
                 Limit::Transactions(_) => bar.set_position(done),
                 Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
@@ -345,7 +349,11 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
     let _ = writeln!(s);
     let _ = write!(s, "{:<14}", "transaction");
     for _ in results {
-        let _ = write!(s, " | {:>6} {:>8} {:>8} {:>8}", "count", "p50 us", "p95 us", "tx/s");
+        let _ = write!(
+            s,
+            " | {:>6} {:>8} {:>8} {:>8}",
+            "count", "p50 us", "p95 us", "tx/s"
+        );
     }
     let _ = writeln!(s);
     for kind in TxnKind::ALL {
@@ -379,7 +387,9 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
     }
     let _ = writeln!(s);
     if results.len() > 1 {
-        let same_out = results.iter().all(|r| r.report.digest == first.report.digest);
+        let same_out = results
+            .iter()
+            .all(|r| r.report.digest == first.report.digest);
         let same_db = results.iter().all(|r| r.summary == first.summary);
         let _ = writeln!(
             s,
@@ -407,10 +417,19 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
         for r in results {
             let m = r.report.mode.name();
             let num = |v: Option<f64>| v.map_or(serde_json::Value::Null, |v| round1(v).into());
-            o.insert(format!("{m}_p50_us"), num(r.report.percentile_us(kind, 50.0)));
-            o.insert(format!("{m}_p95_us"), num(r.report.percentile_us(kind, 95.0)));
+            o.insert(
+                format!("{m}_p50_us"),
+                num(r.report.percentile_us(kind, 50.0)),
+            );
+            o.insert(
+                format!("{m}_p95_us"),
+                num(r.report.percentile_us(kind, 95.0)),
+            );
             o.insert(format!("{m}_count"), r.report.count_of(kind).into());
-            o.insert(format!("{m}_tps"), round1(r.report.throughput_of(kind)).into());
+            o.insert(
+                format!("{m}_tps"),
+                round1(r.report.throughput_of(kind)).into(),
+            );
         }
         root.insert(kind.name().to_string(), o.into());
     }

@@ -48,7 +48,11 @@ enum Command {
         #[arg(long, value_enum)]
         mode: Option<Mode>,
         /// Stop after this many transactions.
-        #[arg(long, required_unless_present = "duration", conflicts_with = "duration")]
+        #[arg(
+            long,
+            required_unless_present = "duration",
+            conflicts_with = "duration"
+        )]
         transactions: Option<u64>,
         /// Stop after this many seconds.
         #[arg(long)]
@@ -84,7 +88,12 @@ enum Command {
         #[arg(long, default_value_t = 2000)]
         transactions: u64,
         /// Comma-separated modes.
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "sequential,sqlite")]
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "sequential,sqlite"
+        )]
         modes: Vec<Mode>,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -180,11 +189,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 seed: seed.unwrap_or_else(|| driver::now_micros() as u64),
                 progress: show,
             };
-            let report = driver::run(engine.as_mut(), meta, &opts, &mut |w, d, o| match &mut ack
-            {
-                Some(log) => log.ack(w, d, o),
-                None => Ok(()),
-            })?;
+            let report = driver::run(
+                engine.as_mut(),
+                meta,
+                &opts,
+                &mut |w, d, o| match &mut ack {
+                    Some(log) => log.ack(w, d, o),
+                    None => Ok(()),
+                },
+            )?;
             println!(
                 "{} transactions in {:.2} s ({:.0} tx/s), {} New Orders rolled back",
                 report.count(),
@@ -193,9 +206,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.rolled_back
             );
             for kind in tpcc::workload::TxnKind::ALL {
-                if let (Some(p50), Some(p95)) =
-                    (report.percentile_us(kind, 50.0), report.percentile_us(kind, 95.0))
-                {
+                if let (Some(p50), Some(p95)) = (
+                    report.percentile_us(kind, 50.0),
+                    report.percentile_us(kind, 95.0),
+                ) {
                     println!(
                         "  {:<13} {:>7}  p50 {:>8.1} us  p95 {:>8.1} us",
                         kind.name(),
@@ -246,7 +260,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn check(db: &std::path::Path, mode: Option<Mode>, expect: Option<&std::path::Path>) -> Result<ExitCode> {
+fn check(
+    db: &std::path::Path,
+    mode: Option<Mode>,
+    expect: Option<&std::path::Path>,
+) -> Result<ExitCode> {
     let expected = expect.map(driver::read_ack_log).transpose()?;
     let mut engine = engine::open(db, mode, Sync::Normal)?;
     let meta = engine.meta()?;

@@ -20,7 +20,10 @@ struct Loaded {
 
 fn load(kind: &str, warehouses: u16) -> Option<Loaded> {
     let (mut engine, dir): (Box<dyn Engine>, _) = match kind {
-        "memory" => (Box::new(KvEngine::new(MemoryKv::new(), Mode::Sequential)), None),
+        "memory" => (
+            Box::new(KvEngine::new(MemoryKv::new(), Mode::Sequential)),
+            None,
+        ),
         "sqlite" | "sequential" => {
             let dir = tempfile::tempdir().unwrap();
             let mode = if kind == "sqlite" {
@@ -67,7 +70,10 @@ fn load_follows_the_population_rules() {
         assert_eq!(s.stock, 2 * u64::from(scale.items), "{kind}");
         assert_eq!(s.customers, 2 * 10 * u64::from(scale.customers), "{kind}");
         assert_eq!(s.history, s.customers, "{kind}");
-        assert_eq!(s.w_ytd.values().copied().collect::<Vec<_>>(), [30_000_000; 2]);
+        assert_eq!(
+            s.w_ytd.values().copied().collect::<Vec<_>>(),
+            [30_000_000; 2]
+        );
         assert_eq!(s.districts.len(), 20);
         for d in s.districts.values() {
             assert_eq!(d.orders, u64::from(scale.orders()));
@@ -120,12 +126,20 @@ fn run_kind(kind: TxnKind, n: usize) {
             TxnKind::Payment => {
                 assert_eq!(after.history, before.history + n as u64);
                 assert_eq!(after.sum_c_payment_cnt, before.sum_c_payment_cnt + n as u64);
-                let paid: i64 = after.w_ytd.values().sum::<i64>() - before.w_ytd.values().sum::<i64>();
+                let paid: i64 =
+                    after.w_ytd.values().sum::<i64>() - before.w_ytd.values().sum::<i64>();
                 assert!(paid >= 100 * n as i64);
-                assert_eq!(after.sum_c_balance, before.sum_c_balance - paid, "{context}");
+                assert_eq!(
+                    after.sum_c_balance,
+                    before.sum_c_balance - paid,
+                    "{context}"
+                );
             }
             TxnKind::OrderStatus | TxnKind::StockLevel => {
-                assert_eq!(after, before, "{context}: read-only transaction changed data");
+                assert_eq!(
+                    after, before,
+                    "{context}: read-only transaction changed data"
+                );
             }
             TxnKind::Delivery => {
                 let delivered: u64 = outputs
@@ -225,8 +239,16 @@ fn rollback_leaves_no_trace() {
         let again = l.engine.new_order(&input).unwrap();
         assert!(!again.rolled_back);
         assert_eq!(again.o_id, out.o_id, "{kind}");
-        assert!(l.engine.order_exists(input.w_id, input.d_id, again.o_id).unwrap());
-        assert!(!l.engine.order_exists(input.w_id, input.d_id, again.o_id + 1).unwrap());
+        assert!(
+            l.engine
+                .order_exists(input.w_id, input.d_id, again.o_id)
+                .unwrap()
+        );
+        assert!(
+            !l.engine
+                .order_exists(input.w_id, input.d_id, again.o_id + 1)
+                .unwrap()
+        );
     }
 }
 
@@ -248,8 +270,13 @@ impl tpcc::load::LoadSink for Customers {
         Ok(())
     }
     fn insert_customer(&mut self, c: &tpcc::schema::Customer) -> anyhow::Result<()> {
-        self.0
-            .push((c.c_w_id, c.c_d_id, c.c_last.clone(), c.c_first.clone(), c.c_id));
+        self.0.push((
+            c.c_w_id,
+            c.c_d_id,
+            c.c_last.clone(),
+            c.c_first.clone(),
+            c.c_id,
+        ));
         Ok(())
     }
     fn insert_history(&mut self, _: &tpcc::schema::History) -> anyhow::Result<()> {
@@ -302,7 +329,11 @@ fn selection_by_last_name_picks_the_middle_customer() {
                 d_id: 3,
                 customer: CustomerSelector::LastName(name.clone()),
             };
-            assert_eq!(l.engine.order_status(&os).unwrap().c_id, c_id, "{kind} {name}");
+            assert_eq!(
+                l.engine.order_status(&os).unwrap().c_id,
+                c_id,
+                "{kind} {name}"
+            );
             let p = PaymentInput {
                 w_id: 1,
                 d_id: 3,

@@ -267,7 +267,11 @@ impl Bufs {
         }
     }
 
-    fn new_order_body<T: KvTxn>(&mut self, tx: &mut T, input: &NewOrderInput) -> Result<Decision<NewOrderOutput>> {
+    fn new_order_body<T: KvTxn>(
+        &mut self,
+        tx: &mut T,
+        input: &NewOrderInput,
+    ) -> Result<Decision<NewOrderOutput>> {
         let (w, d) = (input.w_id, input.d_id);
         self.must_get(tx, Table::Warehouse, &codec::warehouse_key(w), || {
             format!("warehouse {w}")
@@ -304,22 +308,18 @@ impl Bufs {
             },
             &mut self.out,
         );
-        tx
-            .insert(Table::Order, &codec::order_key(w, d, o_id), &self.out)?;
+        tx.insert(Table::Order, &codec::order_key(w, d, o_id), &self.out)?;
         tx.insert(
             Table::OrderByCustomer,
             &codec::order_by_customer_key(w, d, c, o_id),
             &[],
         )?;
-        tx
-            .insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
+        tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
         let mut sum_amount = 0i64;
         let mut brand_lines = 0u8;
         for (n, l) in input.lines().iter().enumerate() {
-            if !tx
-                .get(Table::Item, &codec::item_key(l.i_id), &mut self.row)?
-            {
+            if !tx.get(Table::Item, &codec::item_key(l.i_id), &mut self.row)? {
                 // The unused item id: the spec's 1% of New Orders that roll back.
                 return Ok(Decision::Abort(NewOrderOutput {
                     o_id,
@@ -346,16 +346,11 @@ impl Bufs {
                 .get(dist_at..dist_at + 24)
                 .and_then(|b| b.try_into().ok())
                 .ok_or(Corrupt("stock"))?;
-            let s_original =
-                codec::has_original(TextReader::new(s, off::S_DATA, "stock").short()?);
+            let s_original = codec::has_original(TextReader::new(s, off::S_DATA, "stock").short()?);
             codec::set_i32(s, off::S_QUANTITY, new_stock_quantity(q, l.quantity));
             codec::set_i32(s, off::S_YTD, ytd + i32::from(l.quantity));
             codec::set_i32(s, off::S_ORDER_CNT, cnt + 1);
-            codec::set_i32(
-                s,
-                off::S_REMOTE_CNT,
-                remote + i32::from(l.supply_w_id != w),
-            );
+            codec::set_i32(s, off::S_REMOTE_CNT, remote + i32::from(l.supply_w_id != w));
             tx.update(Table::Stock, &sk, &self.row)?;
 
             brand_lines += u8::from(i_original && s_original);
@@ -384,7 +379,11 @@ impl Bufs {
         }))
     }
 
-    fn payment_body<T: KvTxn>(&mut self, tx: &mut T, input: &PaymentInput) -> Result<PaymentOutput> {
+    fn payment_body<T: KvTxn>(
+        &mut self,
+        tx: &mut T,
+        input: &PaymentInput,
+    ) -> Result<PaymentOutput> {
         let (w, d) = (input.w_id, input.d_id);
         let wk = codec::warehouse_key(w);
         self.must_get_for_update(tx, Table::Warehouse, &wk, || format!("warehouse {w}"))?;
@@ -445,12 +444,19 @@ impl Bufs {
 }
 
 impl Bufs {
-    fn order_status_body<T: KvTxn>(&mut self, tx: &mut T, input: &OrderStatusInput) -> Result<OrderStatusOutput> {
+    fn order_status_body<T: KvTxn>(
+        &mut self,
+        tx: &mut T,
+        input: &OrderStatusInput,
+    ) -> Result<OrderStatusOutput> {
         let (w, d) = (input.w_id, input.d_id);
         let c_id = self.customer_id(tx, w, d, &input.customer)?;
-        self.must_get(tx, Table::Customer, &codec::customer_key(w, d, c_id), || {
-            format!("customer ({w}, {d}, {c_id})")
-        })?;
+        self.must_get(
+            tx,
+            Table::Customer,
+            &codec::customer_key(w, d, c_id),
+            || format!("customer ({w}, {d}, {c_id})"),
+        )?;
         let _c_balance = codec::get_i64(&self.row, off::C_BALANCE, "customer")?;
         let mut t = TextReader::new(&self.row, off::C_TEXT, "customer");
         let _names = (t.short()?, t.short()?, t.short()?);
@@ -492,7 +498,11 @@ impl Bufs {
         Ok(out)
     }
 
-    fn delivery_body<T: KvTxn>(&mut self, tx: &mut T, input: &DeliveryInput) -> Result<DeliveryOutput> {
+    fn delivery_body<T: KvTxn>(
+        &mut self,
+        tx: &mut T,
+        input: &DeliveryInput,
+    ) -> Result<DeliveryOutput> {
         let w = input.w_id;
         let mut delivered = 0;
         for d in 1..=DISTRICTS {
@@ -511,7 +521,9 @@ impl Bufs {
             tx.delete(Table::NewOrder, &codec::new_order_key(w, d, o_id))?;
 
             let ok = codec::order_key(w, d, o_id);
-            self.must_get_for_update(tx, Table::Order, &ok, || format!("order ({w}, {d}, {o_id})"))?;
+            self.must_get_for_update(tx, Table::Order, &ok, || {
+                format!("order ({w}, {d}, {o_id})")
+            })?;
             let (c_id, _, _, ol_cnt) = codec::decode_order(&self.row)?;
             self.row[off::O_CARRIER_ID] = input.carrier_id;
             tx.update(Table::Order, &ok, &self.row)?;
@@ -543,7 +555,11 @@ impl Bufs {
         Ok(DeliveryOutput { delivered })
     }
 
-    fn stock_level_body<T: KvTxn>(&mut self, tx: &mut T, input: &StockLevelInput) -> Result<StockLevelOutput> {
+    fn stock_level_body<T: KvTxn>(
+        &mut self,
+        tx: &mut T,
+        input: &StockLevelInput,
+    ) -> Result<StockLevelOutput> {
         let (w, d) = (input.w_id, input.d_id);
         self.must_get(tx, Table::District, &codec::district_key(w, d), || {
             format!("district ({w}, {d})")
@@ -565,8 +581,7 @@ impl Bufs {
         let mut low_stock = 0;
         for i in 0..self.ids.len() {
             let item = self.ids[i];
-            if tx
-                .get(Table::Stock, &codec::stock_key(w, item), &mut self.row2)?
+            if tx.get(Table::Stock, &codec::stock_key(w, item), &mut self.row2)?
                 && codec::get_i32(&self.row2, off::S_QUANTITY, "stock")? < input.threshold
             {
                 low_stock += 1;
@@ -579,7 +594,8 @@ impl Bufs {
         let mut s = Summary::default();
         tx.scan(Table::Warehouse, &[], None, |k, v| {
             let w = u16::from_be_bytes(k.try_into().map_err(|_| Corrupt("warehouse key"))?);
-            s.w_ytd.insert(w, codec::get_i64(v, off::W_YTD, "warehouse")?);
+            s.w_ytd
+                .insert(w, codec::get_i64(v, off::W_YTD, "warehouse")?);
             Ok(true)
         })?;
         tx.scan(Table::District, &[], None, |k, v| {
@@ -608,7 +624,10 @@ impl Bufs {
             Ok(true)
         })?;
         tx.scan(Table::OrderLine, &[], None, |k, _| {
-            s.districts.entry(codec::split_wd(k)?).or_default().order_lines += 1;
+            s.districts
+                .entry(codec::split_wd(k)?)
+                .or_default()
+                .order_lines += 1;
             Ok(true)
         })?;
         tx.scan(Table::Customer, &[], None, |_, v| {
@@ -616,8 +635,7 @@ impl Bufs {
             s.sum_c_balance += codec::get_i64(v, off::C_BALANCE, "customer")?;
             s.sum_c_ytd_payment += codec::get_i64(v, off::C_YTD_PAYMENT, "customer")?;
             s.sum_c_payment_cnt += u64::from(codec::get_u32(v, off::C_PAYMENT_CNT, "customer")?);
-            s.sum_c_delivery_cnt +=
-                u64::from(codec::get_u32(v, off::C_DELIVERY_CNT, "customer")?);
+            s.sum_c_delivery_cnt += u64::from(codec::get_u32(v, off::C_DELIVERY_CNT, "customer")?);
             Ok(true)
         })?;
         tx.scan(Table::History, &[], None, |_, _| {
@@ -777,7 +795,11 @@ impl<S: KvStore> Engine for KvEngine<S> {
 
     fn order_exists(&mut self, w_id: u16, d_id: u8, o_id: u32) -> Result<bool> {
         self.txn(|tx, b| {
-            let found = tx.get(Table::Order, &codec::order_key(w_id, d_id, o_id), &mut b.row)?;
+            let found = tx.get(
+                Table::Order,
+                &codec::order_key(w_id, d_id, o_id),
+                &mut b.row,
+            )?;
             Ok(Decision::Commit(found))
         })
     }

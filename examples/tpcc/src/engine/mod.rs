@@ -151,10 +151,10 @@ pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Bo
             path.display()
         );
     }
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if !dir.is_dir() {
-            bail!("directory {} does not exist", dir.display());
-        }
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        bail!("directory {} does not exist", dir.display());
     }
     match mode {
         Mode::Sqlite => Ok(Box::new(sqlite::SqliteEngine::create(path, sync)?)),
@@ -196,7 +196,9 @@ fn detect(path: &Path) -> Result<Mode> {
     use std::io::Read;
     let mut head = [0u8; 16];
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let n = f.read(&mut head).with_context(|| format!("reading {}", path.display()))?;
+    let n = f
+        .read(&mut head)
+        .with_context(|| format!("reading {}", path.display()))?;
     if n == 16 && &head == b"SQLite format 3\0" {
         Ok(Mode::Sqlite)
     } else {

@@ -111,7 +111,6 @@ const STOCK_UPDATE: [&str; DISTRICTS as usize] = [
     stock_update!("10"),
 ];
 
-
 /// A TPC-C database in one SQLite file.
 pub struct SqliteEngine {
     conn: Connection,
@@ -257,11 +256,9 @@ impl SqliteEngine {
 
     fn meta_value(&self, name: &str) -> Result<i64> {
         self.conn
-            .query_row(
-                "SELECT value FROM tpcc_meta WHERE name = ?1",
-                [name],
-                |r| r.get(0),
-            )
+            .query_row("SELECT value FROM tpcc_meta WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
             .with_context(|| format!("reading {name} from tpcc_meta"))
     }
 }
@@ -399,7 +396,8 @@ impl LoadSink for SqliteEngine {
         self.conn
             .prepare_cached("INSERT INTO history VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?
             .execute(params![
-                r.h_c_id, r.h_c_d_id, r.h_c_w_id, r.h_d_id, r.h_w_id, r.h_date, r.h_amount, r.h_data
+                r.h_c_id, r.h_c_d_id, r.h_c_w_id, r.h_d_id, r.h_w_id, r.h_date, r.h_amount,
+                r.h_data
             ])?;
         Ok(())
     }
@@ -509,7 +507,9 @@ impl Engine for SqliteEngine {
                      w_street_1, w_street_2, w_city, w_state, w_zip",
                 )?;
                 let mut rows = stmt.query(params![input.w_id, input.h_amount])?;
-                let r = rows.next()?.ok_or_else(|| anyhow!("no warehouse {}", input.w_id))?;
+                let r = rows
+                    .next()?
+                    .ok_or_else(|| anyhow!("no warehouse {}", input.w_id))?;
                 e.text.clear();
                 e.text.push_str(r.get_ref(0)?.as_str()?);
                 e.text.len()
@@ -540,11 +540,7 @@ impl Engine for SqliteEngine {
                 let mut rows =
                     stmt.query(params![input.c_w_id, input.c_d_id, c_id, input.h_amount])?;
                 let r = rows.next()?.ok_or_else(|| {
-                    anyhow!(
-                        "no customer ({}, {}, {c_id})",
-                        input.c_w_id,
-                        input.c_d_id
-                    )
+                    anyhow!("no customer ({}, {}, {c_id})", input.c_w_id, input.c_d_id)
                 })?;
                 let credit = r.get_ref(10)?.as_str()?;
                 (credit == "BC", r.get::<_, i64>(13)?)
@@ -841,7 +837,8 @@ fn new_order_body(conn: &Connection, input: &NewOrderInput) -> Result<NewOrderOu
     conn.prepare_cached("INSERT INTO new_order VALUES (?1, ?2, ?3)")?
         .execute(params![o_id, d_id, w_id])?;
 
-    let mut item = conn.prepare_cached("SELECT i_price, i_name, i_data FROM item WHERE i_id = ?1")?;
+    let mut item =
+        conn.prepare_cached("SELECT i_price, i_name, i_data FROM item WHERE i_id = ?1")?;
     let mut stock = conn.prepare_cached(STOCK_UPDATE[usize::from(d_id - 1)])?;
     let mut line = conn.prepare_cached(
         "INSERT INTO order_line VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, ?8, ?9)",

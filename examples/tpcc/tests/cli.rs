@@ -1,0 +1,269 @@
+//! The `tpcc` command line: exit codes and messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SMALL: [&str; 4] = ["--items", "2000", "--customers", "60"];
+
+fn tpcc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tpcc"))
+        .args(args)
+        .output()
+        .expect("running tpcc")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    let o = tpcc(args);
+    assert!(o.status.success(), "tpcc {args:?} failed:\n{}", text(&o));
+    text(&o)
+}
+
+#[track_caller]
+fn fails(args: &[&str], message: &str) -> String {
+    let o = tpcc(args);
+    assert!(
+        !o.status.success(),
+        "tpcc {args:?} succeeded:\n{}",
+        text(&o)
+    );
+    let t = text(&o);
+    assert!(
+        t.contains(message),
+        "tpcc {args:?}: expected {message:?} in:\n{t}"
+    );
+    assert!(!t.contains("panicked"), "tpcc {args:?} panicked:\n{t}");
+    t
+}
+
+fn load_run_check(mode: &str, dir: &Path) {
+    let db = dir.join(format!("{mode}.db"));
+    let db = db.to_str().unwrap();
+    let ack = dir.join(format!("{mode}.ack"));
+    let ack = ack.to_str().unwrap();
+    let mut load = vec!["load", "--db", db, "--warehouses", "2", "--mode", mode];
+    load.extend(SMALL);
+    assert!(ok(&load).contains("loaded 2 warehouse(s)"));
+    fails(&load, "already exists");
+    let out = ok(&[
+        "run",
+        "--db",
+        db,
+        "--transactions",
+        "400",
+        "--ack-log",
+        ack,
+        "--seed",
+        "4",
+    ]);
+    assert!(out.contains("400 transactions"), "{out}");
+    let acked = std::fs::read_to_string(ack).unwrap().lines().count();
+    assert!(acked > 100, "only {acked} orders acknowledged");
+    let out = ok(&["check", "--db", db, "--expect-orders", ack]);
+    assert!(out.contains("conditions 1-4 hold"), "{out}");
+    assert!(
+        out.contains(&format!("all {acked} expected orders")),
+        "{out}"
+    );
+
+    // A run by duration, appending to the same ack log.
+    ok(&["run", "--db", db, "--duration", "0.5", "--ack-log", ack]);
+    ok(&["check", "--db", db, "--expect-orders", ack]);
+
+    // An order that was never placed must make the check fail.
+    let mut lines = std::fs::read_to_string(ack).unwrap();
+    lines.push_str("2 7 99999\n");
+    let bogus = dir.join(format!("{mode}.bogus"));
+    std::fs::write(&bogus, lines).unwrap();
+    let t = fails(
+        &[
+            "check",
+            "--db",
+            db,
+            "--expect-orders",
+            bogus.to_str().unwrap(),
+        ],
+        "MISSING",
+    );
+    assert!(t.contains("o_id 99999"), "{t}");
+
+    std::fs::write(&bogus, "1 2 x\n").unwrap();
+    fails(
+        &[
+            "check",
+            "--db",
+            db,
+            "--expect-orders",
+            bogus.to_str().unwrap(),
+        ],
+        "expected `w_id d_id o_id`",
+    );
+}
+
+#[test]
+fn load_run_check_sequential() {
+    let dir = tempfile::tempdir().unwrap();
+    load_run_check("sequential", dir.path());
+}
+
+#[test]
+fn load_run_check_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    load_run_check("sqlite", dir.path());
+}
+
+#[test]
+fn check_detects_an_inconsistent_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let db_s = db.to_str().unwrap();
+    let mut load = vec!["load", "--db", db_s, "--mode", "sqlite"];
+    load.extend(SMALL);
+    ok(&load);
+    ok(&["check", "--db", db_s]);
+    // Break condition 1 behind the engine's back.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE warehouse SET w_ytd = w_ytd + 1", [])
+        .unwrap();
+    drop(conn);
+    fails(&["check", "--db", db_s], "condition 1");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing.db");
+    let missing = missing.to_str().unwrap();
+    fails(&["check", "--db", missing], "no database at");
+    fails(
+        &["run", "--db", missing, "--transactions", "1"],
+        "no database at",
+    );
+    fails(
+        &[
+            "run",
+            "--db",
+            missing,
+            "--transactions",
+            "1",
+            "--mode",
+            "bogus",
+        ],
+        "sequential",
+    );
+    fails(&["run", "--db", missing], "--transactions");
+    fails(
+        &[
+            "run",
+            "--db",
+            missing,
+            "--transactions",
+            "1",
+            "--duration",
+            "1",
+        ],
+        "cannot be used with",
+    );
+    fails(
+        &["load", "--db", missing, "--mode", "tls"],
+        "not available yet",
+    );
+    fails(&["load", "--db", "/no/such/dir/x.db"], "does not exist");
+    fails(&["load", "--db", missing, "--warehouses", "0"], "0");
+    fails(&["load", "--db", missing, "--items", "5"], "items");
+    fails(
+        &[
+            "compare",
+            "--modes",
+            "sqlite,tls",
+            "--items",
+            "200",
+            "--customers",
+            "30",
+        ],
+        "not available yet",
+    );
+
+    // A file that is not a database of either kind.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, b"this is not a database, just some bytes").unwrap();
+    let t = tpcc(&["check", "--db", junk.to_str().unwrap()]);
+    assert!(!t.status.success());
+    assert!(!text(&t).contains("panicked"), "{}", text(&t));
+
+    // A SQLite database is not run as a sequential one.
+    let db = dir.path().join("s.db");
+    let db = db.to_str().unwrap();
+    let mut load = vec!["load", "--db", db, "--mode", "sqlite"];
+    load.extend(SMALL);
+    ok(&load);
+    fails(
+        &[
+            "run",
+            "--db",
+            db,
+            "--mode",
+            "sequential",
+            "--transactions",
+            "1",
+        ],
+        "is a sqlite database",
+    );
+    fails(
+        &["run", "--db", db, "--mode", "tls", "--transactions", "1"],
+        "not available yet",
+    );
+}
+
+#[test]
+fn compare_prints_a_table_and_json() {
+    let small = ["--items", "1000", "--customers", "30"];
+    let mut args = vec!["compare", "--transactions", "300"];
+    args.extend(small);
+    let table = ok(&args);
+    for needle in [
+        "sequential",
+        "sqlite",
+        "new_order",
+        "stock_level",
+        "p50 us",
+        "same answers on every mode: yes",
+        "same final database totals: yes",
+    ] {
+        assert!(table.contains(needle), "{needle:?} missing from:\n{table}");
+    }
+    args.push("--json");
+    let o = tpcc(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    for kind in [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ] {
+        for key in [
+            "sequential_p50_us",
+            "sequential_p95_us",
+            "sqlite_p50_us",
+            "sqlite_p95_us",
+        ] {
+            assert!(
+                json[kind][key].is_number(),
+                "{kind}.{key} missing in {json}"
+            );
+        }
+        let p50 = json[kind]["sqlite_p50_us"].as_f64().unwrap();
+        let p95 = json[kind]["sqlite_p95_us"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 <= p95);
+    }
+}
