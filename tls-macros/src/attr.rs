@@ -1,0 +1,186 @@
+//! Attribute arguments, parsed with darling after a check that names every valid
+//! option when one is unknown.
+
+use crate::symbol::{self, ESCAPE, ESCAPE_OPTIONS, LOOP_OPTIONS, ON_COMMIT, ON_VIOLATION};
+use darling::FromMeta;
+use darling::ast::NestedMeta;
+use proc_macro2::{Span, TokenStream};
+
+/// Options of `#[tls_loop]`, on the function or on a marked loop:
+///
+/// ```text
+/// #[tls_loop]
+/// #[tls_loop(name = "new_order.items", threads = 4, chunk = 8)]
+/// ```
+///
+/// `threads` takes any `usize` expression (a literal, a constant, a parameter).
+#[derive(Debug, Default, Clone, FromMeta)]
+pub(crate) struct LoopArgs {
+    /// The loop's name in reports.
+    pub(crate) name: Option<String>,
+    /// Threads that may run the loop's epochs, the caller included.
+    pub(crate) threads: Option<syn::Expr>,
+    /// Iterations per epoch.
+    pub(crate) chunk: Option<usize>,
+}
+
+impl LoopArgs {
+    /// Parses the tokens inside `#[tls_loop(...)]`.
+    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
+        let metas = NestedMeta::parse_meta_list(tokens)?;
+        check_known(&metas, symbol::TLS_LOOP, LOOP_OPTIONS)?;
+        Ok(LoopArgs::from_list(&metas)?)
+    }
+
+    /// These options, with those unset taken from `outer` (the function's attribute).
+    pub(crate) fn or(self, outer: &LoopArgs) -> LoopArgs {
+        LoopArgs {
+            name: self.name.or_else(|| outer.name.clone()),
+            threads: self.threads.or_else(|| outer.threads.clone()),
+            chunk: self.chunk.or(outer.chunk),
+        }
+    }
+}
+
+/// Options of `#[escape]`:
+///
+/// ```text
+/// #[escape]
+/// #[escape(check = path_or_closure)]
+/// ```
+///
+/// The check is called with the escaped function's arguments by shared reference
+/// (arguments that are references already are passed as they are) and returns `bool`.
+#[derive(Debug, Default, Clone, FromMeta)]
+pub(crate) struct EscapeArgs {
+    /// Checks the arguments before a speculative call.
+    pub(crate) check: Option<syn::Expr>,
+}
+
+impl EscapeArgs {
+    /// Parses the tokens inside `#[escape(...)]`.
+    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
+        let metas = NestedMeta::parse_meta_list(tokens)?;
+        check_known(&metas, ESCAPE, ESCAPE_OPTIONS)?;
+        Ok(EscapeArgs::from_list(&metas)?)
+    }
+}
+
+/// The argument of `#[on_violation(undo)]`: a path or a closure, called with `&ret`.
+pub(crate) fn parse_undo(tokens: TokenStream, span: Span) -> syn::Result<syn::Expr> {
+    if tokens.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            "`#[on_violation]` needs an undo action: `#[on_violation(put_page)]` or \
+             `#[on_violation(|ret| ...)]`, called with `&` the return value",
+        ));
+    }
+    syn::parse2(tokens)
+}
+
+/// Rejects options that are not in `valid`, listing the valid ones.
+fn check_known(metas: &[NestedMeta], attr: &str, valid: &[&str]) -> syn::Result<()> {
+    let mut errors: Option<syn::Error> = None;
+    for meta in metas {
+        let path = match meta {
+            NestedMeta::Meta(m) => m.path(),
+            other => {
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        other,
+                        format!(
+                            "expected `option = value` in `#[{attr}(...)]`; valid options: {}",
+                            symbol::list(valid)
+                        ),
+                    ),
+                );
+                continue;
+            }
+        };
+        let known = path
+            .get_ident()
+            .is_some_and(|i| valid.iter().any(|v| i == v));
+        if !known {
+            let name = path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect::<Vec<_>>()
+                .join("::");
+            push(
+                &mut errors,
+                syn::Error::new_spanned(
+                    path,
+                    format!(
+                        "unknown `#[{attr}]` option `{name}`; valid options: {}",
+                        symbol::list(valid)
+                    ),
+                ),
+            );
+        }
+    }
+    errors.map_or(Ok(()), Err)
+}
+
+fn push(errors: &mut Option<syn::Error>, e: syn::Error) {
+    match errors {
+        Some(all) => all.combine(e),
+        None => *errors = Some(e),
+    }
+}
+
+/// Which of the speculation attributes an attribute is, by its last path segment
+/// (`escape`, `tls_runtime::escape`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Escape,
+    OnViolation,
+    OnCommit,
+}
+
+impl Kind {
+    /// The attribute's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Escape => ESCAPE,
+            Kind::OnViolation => ON_VIOLATION,
+            Kind::OnCommit => ON_COMMIT,
+        }
+    }
+
+    /// Recognizes a sibling attribute.
+    pub(crate) fn of(attr: &syn::Attribute) -> Option<Kind> {
+        let last = attr.path().segments.last()?;
+        [Kind::Escape, Kind::OnViolation, Kind::OnCommit]
+            .into_iter()
+            .find(|k| last.ident == k.name())
+    }
+}
+
+/// The tokens inside an attribute's parentheses (empty for a bare attribute).
+pub(crate) fn args_of(attr: &syn::Attribute) -> syn::Result<TokenStream> {
+    match &attr.meta {
+        syn::Meta::Path(_) => Ok(TokenStream::new()),
+        syn::Meta::List(list) => Ok(list.tokens.clone()),
+        syn::Meta::NameValue(nv) => Err(syn::Error::new_spanned(
+            nv,
+            format!(
+                "expected `#[{0}]` or `#[{0}(...)]`",
+                attr.path()
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// Whether `attr` is `#[tls_loop]` (or `#[tls_runtime::tls_loop(...)]`).
+pub(crate) fn is_tls_loop(attr: &syn::Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == symbol::TLS_LOOP)
+}

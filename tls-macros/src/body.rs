@@ -1,0 +1,306 @@
+//! Reading one epoch loop's body: control flow that leaves the epoch, write-only
+//! accumulations into outer variables, and the uses of outer variables that would be a
+//! dependence between epochs (reported by `valid.rs`).
+
+use crate::scan::{self, Binding};
+use proc_macro2::Ident;
+use std::collections::BTreeSet;
+use syn::visit::{self, Visit};
+use syn::{Expr, ExprForLoop, Stmt};
+
+/// What one epoch loop's body does.
+pub(crate) struct BodyInfo {
+    /// Outer variables accumulated into, in order of first accumulation.
+    pub(crate) accumulated: Vec<Ident>,
+    /// Whether the body has a `return` or `?` of the enclosing function.
+    pub(crate) returns: bool,
+    /// Locals carried across each top-level `checkpoint!()`.
+    pub(crate) carried: Vec<Vec<Binding>>,
+    /// What `valid.rs` reports.
+    pub(crate) errors: Vec<syn::Error>,
+}
+
+/// Reads the body of `f`; `outer_muts` are the `mut` variables of the function.
+pub(crate) fn analyze(f: &ExprForLoop, outer_muts: &BTreeSet<String>) -> BodyInfo {
+    let mut bound = scan::all_bindings_in_block(&f.body);
+    let mut pat = Vec::new();
+    scan::pat_bindings(&f.pat, &mut pat);
+    bound.extend(pat.iter().map(|b| b.ident.to_string()));
+    let mut w = Walker {
+        bound,
+        outer_muts,
+        loop_label: f.label.as_ref().map(|l| l.name.ident.to_string()),
+        labels: Vec::new(),
+        closures: 0,
+        loops: 0,
+        accumulated: Vec::new(),
+        mentions: Vec::new(),
+        returns: false,
+        errors: Vec::new(),
+    };
+    for s in &f.body.stmts {
+        if scan::checkpoint_stmt(s).is_none() {
+            w.visit_stmt(s);
+        }
+    }
+    let mut errors = w.errors;
+    for m in &w.mentions {
+        if let Some(acc) = w.accumulated.iter().find(|a| *a == m) {
+            errors.push(syn::Error::new(
+                m.span(),
+                format!(
+                    "`{acc}` is accumulated into in this `#[tls_loop]` loop, so the loop cannot also \
+                     read it: its value in an epoch would depend on earlier epochs; keep `{acc}` \
+                     write-only here, use `Spec<T>` if iterations must read it, or keep the loop sequential"
+                ),
+            ));
+        }
+    }
+    BodyInfo {
+        accumulated: w.accumulated,
+        returns: w.returns,
+        carried: scan::carried(f),
+        errors,
+    }
+}
+
+struct Walker<'o> {
+    /// Names bound anywhere in the body: not outer.
+    bound: BTreeSet<String>,
+    outer_muts: &'o BTreeSet<String>,
+    loop_label: Option<String>,
+    /// Labels of loops and blocks inside the body that enclose the current point.
+    labels: Vec<String>,
+    closures: usize,
+    loops: usize,
+    accumulated: Vec<Ident>,
+    mentions: Vec<Ident>,
+    returns: bool,
+    errors: Vec<syn::Error>,
+}
+
+impl Walker<'_> {
+    fn outer(&self, i: &Ident) -> bool {
+        !self.bound.contains(&i.to_string())
+    }
+
+    fn accumulate(&mut self, i: &Ident) {
+        if !self.accumulated.iter().any(|a| a == i) {
+            self.accumulated.push(i.clone());
+        }
+    }
+
+    fn error(&mut self, tokens: impl quote::ToTokens, msg: String) {
+        self.errors.push(syn::Error::new_spanned(tokens, msg));
+    }
+
+    fn check_label(&mut self, label: Option<&syn::Lifetime>, what: &str) {
+        let Some(l) = label else { return };
+        let name = l.ident.to_string();
+        if self.closures > 0
+            || self.labels.contains(&name)
+            || self.loop_label.as_ref() == Some(&name)
+        {
+            return;
+        }
+        self.error(
+            l,
+            format!(
+                "`{what} '{name}` leaves the `#[tls_loop]` loop for an enclosing loop or block, which \
+                 epochs cannot do; `{what}` only to the `#[tls_loop]` loop's own label or to loops \
+                 inside its body, or return a value and branch after the loop"
+            ),
+        );
+    }
+
+    fn in_loop(
+        &mut self,
+        label: Option<&syn::Label>,
+        attrs: &[syn::Attribute],
+        visit: impl FnOnce(&mut Self),
+    ) {
+        let _ = attrs;
+        let pushed = label
+            .map(|l| self.labels.push(l.name.ident.to_string()))
+            .is_some();
+        self.loops += 1;
+        visit(self);
+        self.loops -= 1;
+        if pushed {
+            self.labels.pop();
+        }
+    }
+}
+
+fn assign_error(name: &Ident) -> String {
+    format!(
+        "cannot assign to `{name}` in a `#[tls_loop]` loop: it is declared outside the loop, so \
+         epochs running in parallel would race on it; use `Spec<T>` for data that iterations \
+         share, make it a write-only accumulation (`{name} += ...`, `{name}.push(...)`), or keep \
+         the loop sequential"
+    )
+}
+
+impl<'ast> Visit<'ast> for Walker<'_> {
+    fn visit_stmt(&mut self, s: &'ast Stmt) {
+        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s {
+            if let Some(recv) = scan::accumulating_receiver(call) {
+                if self.outer(recv) && self.outer_muts.contains(&recv.to_string()) {
+                    self.accumulate(recv);
+                    for a in &call.args {
+                        self.visit_expr(a);
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(m) = scan::checkpoint_stmt(s) {
+            self.error(
+                m,
+                "`checkpoint!()` must be a statement at the top level of the `#[tls_loop]` loop \
+                 body, not inside a block, branch, closure or nested loop"
+                    .into(),
+            );
+            return;
+        }
+        visit::visit_stmt(self, s);
+    }
+
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        match e {
+            Expr::Assign(a) => {
+                if let Some(root) = scan::root_ident(&a.left).filter(|r| self.outer(r)) {
+                    let root = root.clone();
+                    self.error(&a.left, assign_error(&root));
+                    self.visit_expr(&a.right);
+                    return;
+                }
+            }
+            Expr::Binary(b) if scan::is_assign_op(&b.op) => {
+                if let Some(root) = scan::root_ident(&b.left).filter(|r| self.outer(r)) {
+                    let root = root.clone();
+                    if scan::plain_target(&b.left).is_some() && root != "self" {
+                        self.accumulate(&root);
+                    } else {
+                        self.error(&b.left, assign_error(&root));
+                    }
+                    self.visit_expr(&b.right);
+                    return;
+                }
+            }
+            Expr::Reference(r) if r.mutability.is_some() => {
+                if let Some(root) = scan::root_ident(&r.expr).filter(|r| self.outer(r)) {
+                    let msg = format!(
+                        "cannot borrow `{root}` mutably in a `#[tls_loop]` loop: it is declared \
+                         outside the loop, so epochs running in parallel would race on it; use \
+                         `Spec<T>` for data that iterations share, make the update a write-only \
+                         accumulation (`{root} += ...`, `{root}.push(...)`), or keep the loop sequential"
+                    );
+                    self.error(r, msg);
+                }
+            }
+            Expr::MethodCall(call) => {
+                if let Some(recv) = scan::accumulating_receiver(call) {
+                    if self.outer(recv) && self.outer_muts.contains(&recv.to_string()) {
+                        let msg = format!(
+                            "the result of `{recv}.{}(...)` is used, so it is not a write-only \
+                             accumulation into `{recv}` (declared outside the `#[tls_loop]` loop); \
+                             write it as a statement whose result is unused, use a speculative \
+                             container (`SpecVec`, `SpecMap`), or keep the loop sequential",
+                            call.method
+                        );
+                        self.error(call, msg);
+                    }
+                }
+            }
+            Expr::Path(p) => {
+                if let (None, Some(i)) = (&p.qself, p.path.get_ident()) {
+                    if self.outer(i) {
+                        self.mentions.push(i.clone());
+                    }
+                }
+            }
+            Expr::Yield(y) => self.error(
+                y.yield_token,
+                "`yield` cannot be used in a `#[tls_loop]` loop body: epochs run on other threads \
+                 and cannot suspend"
+                    .into(),
+            ),
+            Expr::Await(a) => self.error(
+                &a.await_token,
+                "`.await` cannot be used in a `#[tls_loop]` loop body: epochs run on other threads \
+                 and cannot suspend; await before or after the loop"
+                    .into(),
+            ),
+            Expr::Break(b) => {
+                self.check_label(b.label.as_ref(), "break");
+            }
+            Expr::Continue(c) => {
+                self.check_label(c.label.as_ref(), "continue");
+            }
+            Expr::Return(_) | Expr::Try(_) if self.closures == 0 => self.returns = true,
+            Expr::Closure(_) | Expr::Async(_) => {
+                self.closures += 1;
+                visit::visit_expr(self, e);
+                self.closures -= 1;
+                return;
+            }
+            Expr::ForLoop(f) => {
+                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_for_loop(w, f));
+                return;
+            }
+            Expr::While(f) => {
+                if let Some(a) = scan::marked(&f.attrs) {
+                    self.error(a, only_for("while"));
+                }
+                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_while(w, f));
+                return;
+            }
+            Expr::Loop(f) => {
+                if let Some(a) = scan::marked(&f.attrs) {
+                    self.error(a, only_for("loop"));
+                }
+                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_loop(w, f));
+                return;
+            }
+            Expr::Block(b) if b.label.is_some() => {
+                let name = b.label.as_ref().map(|l| l.name.ident.to_string()).unwrap_or_default();
+                self.labels.push(name);
+                visit::visit_expr(self, e);
+                self.labels.pop();
+                return;
+            }
+            _ => {}
+        }
+        visit::visit_expr(self, e);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        if scan::is_checkpoint(m) {
+            self.error(
+                m,
+                "`checkpoint!()` must be a statement at the top level of the `#[tls_loop]` loop \
+                 body, not inside a block, branch, closure or nested loop"
+                    .into(),
+            );
+            return;
+        }
+        let mut names = Vec::new();
+        scan::token_mentions(m.tokens.clone(), &mut names);
+        for n in names {
+            if self.outer(&n) {
+                self.mentions.push(n);
+            }
+        }
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// The message for `#[tls_loop]` on a `while` or `loop`.
+pub(crate) fn only_for(kw: &str) -> String {
+    format!(
+        "`#[tls_loop]` runs the iterations of a `for` loop as epochs; a `{kw}` loop has no items \
+         to split into epochs: rewrite it as `for` over an iterator, or remove the attribute"
+    )
+}

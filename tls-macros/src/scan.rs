@@ -1,0 +1,392 @@
+//! Reading a `#[tls_loop]` function without changing it: which loops run as epochs,
+//! what a loop body binds and mentions, which outer variables it accumulates into,
+//! which locals live across each `checkpoint!()`. `valid.rs` reports the problems
+//! found here; `expand.rs` trusts the rest.
+
+use crate::attr;
+use crate::symbol::{self, ACCUMULATING_METHODS};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use std::collections::BTreeSet;
+use std::ops::Range;
+use syn::visit::{self, Visit};
+use syn::{Expr, ExprForLoop, Macro, Pat, Stmt};
+
+/// A name bound by a pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct Binding {
+    pub(crate) ident: Ident,
+    pub(crate) mutable: bool,
+}
+
+/// The names `pat` binds, in order.
+pub(crate) fn pat_bindings(pat: &Pat, out: &mut Vec<Binding>) {
+    struct Collect<'o>(&'o mut Vec<Binding>);
+    impl<'ast> Visit<'ast> for Collect<'_> {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.0.push(Binding {
+                ident: p.ident.clone(),
+                mutable: p.mutability.is_some(),
+            });
+            visit::visit_pat_ident(self, p);
+        }
+        fn visit_expr(&mut self, _: &'ast Expr) {}
+    }
+    Collect(out).visit_pat(pat);
+}
+
+/// Every name bound anywhere inside `node` (lets, closure parameters, match arms,
+/// nested loops), not looking into nested items.
+pub(crate) fn all_bindings_in_block(block: &syn::Block) -> BTreeSet<String> {
+    struct Collect(BTreeSet<String>);
+    impl<'ast> Visit<'ast> for Collect {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.0.insert(p.ident.to_string());
+            visit::visit_pat_ident(self, p);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut c = Collect(BTreeSet::new());
+    c.visit_block(block);
+    c.0
+}
+
+/// The last path segment of a macro invocation (`println` for `std::println!`).
+pub(crate) fn macro_name(mac: &Macro) -> Option<String> {
+    mac.path.segments.last().map(|s| s.ident.to_string())
+}
+
+/// Whether `mac` is `checkpoint!()`.
+pub(crate) fn is_checkpoint(mac: &Macro) -> bool {
+    macro_name(mac).as_deref() == Some(symbol::CHECKPOINT)
+}
+
+/// The `checkpoint!()` a statement is, if it is one.
+pub(crate) fn checkpoint_stmt(stmt: &Stmt) -> Option<&Macro> {
+    match stmt {
+        Stmt::Macro(m) if is_checkpoint(&m.mac) => Some(&m.mac),
+        Stmt::Expr(Expr::Macro(m), _) if is_checkpoint(&m.mac) => Some(&m.mac),
+        _ => None,
+    }
+}
+
+/// The statements of a loop body between its top-level checkpoints.
+pub(crate) fn segments(stmts: &[Stmt]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, s) in stmts.iter().enumerate() {
+        if checkpoint_stmt(s).is_some() {
+            out.push(start..i);
+            start = i + 1;
+        }
+    }
+    out.push(start..stmts.len());
+    out
+}
+
+/// The variable an assignment target or borrow is rooted in: `x` for `x`, `x.f`,
+/// `x[i]`, `*x`, `(x)`.
+pub(crate) fn root_ident(e: &Expr) -> Option<&Ident> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+        Expr::Field(f) => root_ident(&f.base),
+        Expr::Index(i) => root_ident(&i.expr),
+        Expr::Paren(p) => root_ident(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => root_ident(&u.expr),
+        _ => None,
+    }
+}
+
+/// `x` or `*x` (what a write-only `op=` accumulation may target).
+pub(crate) fn plain_target(e: &Expr) -> Option<&Ident> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+        Expr::Paren(p) => plain_target(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => match &*u.expr {
+            Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a binary operator is a compound assignment (`+=`, `|=`, ...).
+pub(crate) fn is_assign_op(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_)
+            | SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitXorAssign(_)
+            | BitAndAssign(_)
+            | BitOrAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
+/// The receiver of `x.push(..)`-like calls when `x` is a plain variable.
+pub(crate) fn accumulating_receiver(call: &syn::ExprMethodCall) -> Option<&Ident> {
+    if !ACCUMULATING_METHODS.iter().any(|m| call.method == m) {
+        return None;
+    }
+    match &*call.receiver {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+        _ => None,
+    }
+}
+
+/// Names mentioned in `tokens`: identifiers, and `{name}` inside string literals
+/// (inline format arguments).
+pub(crate) fn token_mentions(tokens: TokenStream, out: &mut Vec<Ident>) {
+    for tt in tokens {
+        match tt {
+            TokenTree::Ident(i) => out.push(i),
+            TokenTree::Group(g) => token_mentions(g.stream(), out),
+            TokenTree::Literal(lit) => format_mentions(&lit.to_string(), lit.span(), out),
+            TokenTree::Punct(_) => {}
+        }
+    }
+}
+
+fn format_mentions(lit: &str, span: Span, out: &mut Vec<Ident>) {
+    if !lit.starts_with('"') && !lit.starts_with('r') {
+        return;
+    }
+    let bytes = lit.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'{' {
+            if bytes.get(i + 1) == Some(&b'{') {
+                i += 2;
+                continue;
+            }
+            let start = i + 1;
+            let mut end = start;
+            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+                end += 1;
+            }
+            let name = &lit[start..end];
+            let ident_like = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+            if ident_like && name != "_" {
+                out.push(Ident::new(name, span));
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Every name mentioned in `stmts`, in expressions and in macro arguments.
+pub(crate) fn mentions(stmts: &[Stmt]) -> Vec<Ident> {
+    struct Collect(Vec<Ident>);
+    impl<'ast> Visit<'ast> for Collect {
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            if let (None, Some(i)) = (&p.qself, p.path.get_ident()) {
+                self.0.push(i.clone());
+            }
+            visit::visit_expr_path(self, p);
+        }
+        fn visit_macro(&mut self, m: &'ast Macro) {
+            token_mentions(m.tokens.clone(), &mut self.0);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut c = Collect(Vec::new());
+    for s in stmts {
+        c.visit_stmt(s);
+    }
+    c.0
+}
+
+/// Locals carried across each top-level checkpoint of a loop body: for checkpoint `k`
+/// (from 1), the loop-pattern bindings and top-level `let` bindings of segments before
+/// it that are mentioned after it.
+pub(crate) fn carried(f: &ExprForLoop) -> Vec<Vec<Binding>> {
+    let stmts = &f.body.stmts;
+    let segs = segments(stmts);
+    let mut out = Vec::new();
+    for k in 1..segs.len() {
+        let mut bound = Vec::new();
+        pat_bindings(&f.pat, &mut bound);
+        for seg in &segs[..k] {
+            for s in &stmts[seg.clone()] {
+                if let Stmt::Local(l) = s {
+                    pat_bindings(&l.pat, &mut bound);
+                }
+            }
+        }
+        let used: BTreeSet<String> = mentions(&stmts[segs[k].start..])
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
+        // Keep the last binding of each name, in order of first appearance.
+        let mut names: Vec<Binding> = Vec::new();
+        for b in bound {
+            if !used.contains(&b.ident.to_string()) {
+                continue;
+            }
+            match names.iter_mut().find(|n| n.ident == b.ident) {
+                Some(n) => *n = b,
+                None => names.push(b),
+            }
+        }
+        out.push(names);
+    }
+    out
+}
+
+/// How a `#[tls_loop]` function picks its epoch loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Some loops carry an inner `#[tls_loop]`: those (the outermost ones) run as epochs.
+    Marked,
+    /// No marks: the function's one outermost `for` loop runs as epochs.
+    Single,
+}
+
+/// Whether `attrs` hold an inner `#[tls_loop]`.
+pub(crate) fn marked(attrs: &[syn::Attribute]) -> Option<&syn::Attribute> {
+    attrs.iter().find(|a| attr::is_tls_loop(a))
+}
+
+/// Finds the epoch loops of a function body (not looking into closures, async blocks
+/// or nested items, whose `return` would not be the function's).
+pub(crate) struct Finder<'a> {
+    pub(crate) mode: Mode,
+    /// The epoch loops, in source order.
+    pub(crate) selected: Vec<&'a ExprForLoop>,
+    /// `#[tls_loop]` on a `while` or `loop`.
+    pub(crate) bad_marks: Vec<(&'a syn::Attribute, TokenStream)>,
+    /// `checkpoint!()` outside every epoch loop.
+    pub(crate) stray_checkpoints: Vec<&'a Macro>,
+}
+
+impl<'a> Finder<'a> {
+    /// Reads `block`.
+    pub(crate) fn find(block: &'a syn::Block) -> Finder<'a> {
+        let mode = if has_marks(block) {
+            Mode::Marked
+        } else {
+            Mode::Single
+        };
+        let mut f = Finder {
+            mode,
+            selected: Vec::new(),
+            bad_marks: Vec::new(),
+            stray_checkpoints: Vec::new(),
+        };
+        f.visit_block(block);
+        f
+    }
+}
+
+/// Whether any loop in `block` (outside closures and items) is marked.
+pub(crate) fn has_marks(block: &syn::Block) -> bool {
+    struct Any(bool);
+    impl<'ast> Visit<'ast> for Any {
+        fn visit_expr_for_loop(&mut self, e: &'ast ExprForLoop) {
+            self.0 |= marked(&e.attrs).is_some();
+            visit::visit_expr_for_loop(self, e);
+        }
+        fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+            self.0 |= marked(&e.attrs).is_some();
+            visit::visit_expr_while(self, e);
+        }
+        fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+            self.0 |= marked(&e.attrs).is_some();
+            visit::visit_expr_loop(self, e);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut a = Any(false);
+    a.visit_block(block);
+    a.0
+}
+
+impl<'a> Visit<'a> for Finder<'a> {
+    fn visit_expr_for_loop(&mut self, e: &'a ExprForLoop) {
+        let select = match self.mode {
+            Mode::Marked => marked(&e.attrs).is_some(),
+            Mode::Single => true,
+        };
+        if select {
+            self.selected.push(e);
+        } else {
+            visit::visit_expr_for_loop(self, e);
+        }
+    }
+    fn visit_expr_while(&mut self, e: &'a syn::ExprWhile) {
+        if let Some(a) = marked(&e.attrs) {
+            self.bad_marks.push((a, quote::quote!(#e)));
+        }
+        visit::visit_expr_while(self, e);
+    }
+    fn visit_expr_loop(&mut self, e: &'a syn::ExprLoop) {
+        if let Some(a) = marked(&e.attrs) {
+            self.bad_marks.push((a, quote::quote!(#e)));
+        }
+        visit::visit_expr_loop(self, e);
+    }
+    fn visit_macro(&mut self, m: &'a Macro) {
+        if is_checkpoint(m) {
+            self.stray_checkpoints.push(m);
+        }
+    }
+    fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
+    fn visit_expr_async(&mut self, _: &'a syn::ExprAsync) {}
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+/// Parameters of type `&mut T` bound without `mut`: accumulations reborrow `*p`.
+pub(crate) fn ref_mut_params(func: &syn::ImplItemFn) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for arg in &func.sig.inputs {
+        if let syn::FnArg::Typed(t) = arg {
+            if let (Pat::Ident(p), syn::Type::Reference(r)) = (&*t.pat, &*t.ty) {
+                if r.mutability.is_some() && p.mutability.is_none() && p.by_ref.is_none() {
+                    names.insert(p.ident.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Names bound `mut` (or as `&mut` parameters) in the function outside its loops:
+/// the variables `x.push(..)`-like statements may accumulate into.
+pub(crate) fn outer_mut_names(func: &syn::ImplItemFn) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for arg in &func.sig.inputs {
+        if let syn::FnArg::Typed(t) = arg {
+            let mut b = Vec::new();
+            pat_bindings(&t.pat, &mut b);
+            let ref_mut = matches!(&*t.ty, syn::Type::Reference(r) if r.mutability.is_some());
+            for b in b {
+                if b.mutable || ref_mut {
+                    names.insert(b.ident.to_string());
+                }
+            }
+        }
+    }
+    struct Lets<'n>(&'n mut BTreeSet<String>);
+    impl<'ast> Visit<'ast> for Lets<'_> {
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            let mut b = Vec::new();
+            pat_bindings(&l.pat, &mut b);
+            for b in b.into_iter().filter(|b| b.mutable) {
+                self.0.insert(b.ident.to_string());
+            }
+            visit::visit_local(self, l);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    Lets(&mut names).visit_block(&func.block);
+    names
+}

@@ -1,0 +1,71 @@
+//! Names the macros recognize, in one place.
+
+/// `#[tls_loop]`, on a function or on a loop inside it.
+pub(crate) const TLS_LOOP: &str = "tls_loop";
+/// `checkpoint!()`.
+pub(crate) const CHECKPOINT: &str = "checkpoint";
+/// What `#[tls_loop]` leaves in place of a `checkpoint!()` it consumed.
+pub(crate) const CONSUMED: &str = "@consumed";
+/// `#[escape]`.
+pub(crate) const ESCAPE: &str = "escape";
+/// `#[on_violation(undo)]`.
+pub(crate) const ON_VIOLATION: &str = "on_violation";
+/// `#[on_commit]`.
+pub(crate) const ON_COMMIT: &str = "on_commit";
+
+/// `#[tls_loop(name = "...")]`.
+pub(crate) const NAME: &str = "name";
+/// `#[tls_loop(threads = expr)]`.
+pub(crate) const THREADS: &str = "threads";
+/// `#[tls_loop(chunk = n)]`.
+pub(crate) const CHUNK: &str = "chunk";
+/// Every `#[tls_loop]` option.
+pub(crate) const LOOP_OPTIONS: &[&str] = &[NAME, THREADS, CHUNK];
+
+/// `#[escape(check = path)]`.
+pub(crate) const CHECK: &str = "check";
+/// Every `#[escape]` option.
+pub(crate) const ESCAPE_OPTIONS: &[&str] = &[CHECK];
+
+/// Print macros whose output is delayed to commit, and the stream each writes to.
+pub(crate) const PRINT_MACROS: &[(&str, Stream, bool)] = &[
+    ("print", Stream::Stdout, false),
+    ("println", Stream::Stdout, true),
+    ("eprint", Stream::Stderr, false),
+    ("eprintln", Stream::Stderr, true),
+];
+
+/// `write!` / `writeln!`: delayed when they write to `stdout()` or `stderr()`.
+pub(crate) const WRITE_MACROS: &[(&str, bool)] = &[("write", false), ("writeln", true)];
+
+/// Standard stream constructors recognized as the target of `write!`.
+pub(crate) const STREAMS: &[(&str, Stream)] =
+    &[("stdout", Stream::Stdout), ("stderr", Stream::Stderr)];
+
+/// Methods that, called as a statement on a `mut` variable declared outside the loop,
+/// are write-only accumulations.
+pub(crate) const ACCUMULATING_METHODS: &[&str] = &[
+    "push",
+    "push_str",
+    "push_back",
+    "push_front",
+    "extend",
+    "extend_from_slice",
+    "insert",
+];
+
+/// An output stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Lists names as "`a`, `b`, `c`" for error messages.
+pub(crate) fn list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

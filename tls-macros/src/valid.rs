@@ -1,0 +1,275 @@
+//! Checks, collected so that one build shows every problem (serde's `Ctxt`). Nothing
+//! here changes the code; what passes goes to `expand.rs` as a plan.
+
+use crate::ast::{LoopFn, SpecFn, SpecPlan};
+use crate::attr::{self, EscapeArgs, Kind, LoopArgs};
+use crate::body::{self, BodyInfo};
+use crate::scan::{self, Finder, Mode};
+use syn::spanned::Spanned;
+
+/// Collected errors.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+    fn spanned(&mut self, tokens: impl quote::ToTokens, msg: impl std::fmt::Display) {
+        self.push(syn::Error::new_spanned(tokens, msg));
+    }
+    fn finish<T>(self, ok: T) -> syn::Result<T> {
+        self.0.map_or(Ok(ok), Err)
+    }
+}
+
+/// One epoch loop, checked: its options and what its body does.
+pub(crate) struct LoopPlan {
+    pub(crate) args: LoopArgs,
+    /// `&mut T` parameters (accumulated through `&mut *p`).
+    pub(crate) ref_mut_params: std::collections::BTreeSet<String>,
+    pub(crate) body: BodyInfo,
+}
+
+/// Checks a `#[tls_loop]` function; returns the plan of each epoch loop, in source
+/// order.
+pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
+    let mut errors = Errors::default();
+    let sig = &f.func.sig;
+    if let Some(a) = &sig.asyncness {
+        errors.spanned(
+            a,
+            "`#[tls_loop]` cannot be used on an `async fn`: epochs run on other threads and \
+             cannot suspend; move the loop into a plain `fn` called from the async code",
+        );
+    }
+    if let Some(c) = &sig.constness {
+        errors.spanned(
+            c,
+            "`#[tls_loop]` cannot be used on a `const fn`: speculative loops run at run time; \
+             remove `const` or the attribute",
+        );
+    }
+    let finder = Finder::find(&f.func.block);
+    for (mark, _) in &finder.bad_marks {
+        errors.spanned(mark, body::only_for(loop_keyword(mark, &f.func.block)));
+    }
+    for m in &finder.stray_checkpoints {
+        errors.spanned(
+            m,
+            "`checkpoint!()` must be a statement at the top level of the body of the loop that \
+             `#[tls_loop]` runs as epochs; this one is outside that loop",
+        );
+    }
+    let name = &sig.ident;
+    match (finder.mode, finder.selected.len()) {
+        (Mode::Single, 0) => errors.spanned(
+            name,
+            format!(
+                "`#[tls_loop]` found no `for` loop in `{name}`: it runs the iterations of a \
+                 `for` loop of the function as epochs"
+            ),
+        ),
+        (Mode::Single, n) if n > 1 => {
+            for extra in &finder.selected[1..] {
+                errors.spanned(
+                    extra.for_token,
+                    format!(
+                        "`{name}` has several `for` loops, so `#[tls_loop]` does not know which \
+                         to run as epochs; mark the chosen loop(s) with `#[tls_loop]` \
+                         (`#[tls_loop] for x in ...`)"
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+    let outer_muts = scan::outer_mut_names(&f.func);
+    let mut plans = Vec::new();
+    for l in &finder.selected {
+        let args = match scan::marked(&l.attrs) {
+            None => f.args.clone(),
+            Some(mark) => match attr::args_of(mark).and_then(LoopArgs::parse) {
+                Ok(inner) => inner.or(&f.args),
+                Err(e) => {
+                    errors.push(e);
+                    f.args.clone()
+                }
+            },
+        };
+        let mut info = body::analyze(l, &outer_muts);
+        for e in info.errors.drain(..) {
+            errors.push(e);
+        }
+        plans.push(LoopPlan {
+            args,
+            ref_mut_params: scan::ref_mut_params(&f.func),
+            body: info,
+        });
+    }
+    errors.finish(plans)
+}
+
+/// `while` or `loop`, for the loop a bad mark sits on.
+fn loop_keyword(mark: &syn::Attribute, block: &syn::Block) -> &'static str {
+    use syn::visit::Visit;
+    struct Find<'m>(&'m syn::Attribute, &'static str);
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+            if e.attrs.iter().any(|a| a == self.0) {
+                self.1 = "loop";
+            }
+            syn::visit::visit_expr_loop(self, e);
+        }
+    }
+    let mut f = Find(mark, "while");
+    f.visit_block(block);
+    f.1
+}
+
+/// Checks the speculation attributes of a function.
+pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
+    let mut errors = Errors::default();
+    let mut plan = SpecPlan {
+        escape: None,
+        undo: None,
+        on_commit: false,
+    };
+    let mut seen: Vec<Kind> = Vec::new();
+    for a in &f.attrs {
+        if seen.contains(&a.kind) {
+            errors.push(syn::Error::new(
+                a.span(),
+                format!(
+                    "duplicate `#[{}]` attribute; remove this one",
+                    a.kind.name()
+                ),
+            ));
+            continue;
+        }
+        seen.push(a.kind);
+        match a.kind {
+            Kind::Escape => match EscapeArgs::parse(a.args.clone()) {
+                Ok(args) => plan.escape = Some(args),
+                Err(e) => errors.push(e),
+            },
+            Kind::OnViolation => match attr::parse_undo(a.args.clone(), a.span()) {
+                Ok(undo) => plan.undo = Some(undo),
+                Err(e) => errors.push(e),
+            },
+            Kind::OnCommit => {
+                if !a.args.is_empty() {
+                    errors.spanned(&a.args, "`#[on_commit]` takes no options");
+                }
+                plan.on_commit = true;
+            }
+        }
+    }
+    let has = |k: Kind| f.attrs.iter().any(|a| a.kind == k);
+    if has(Kind::OnViolation) && !has(Kind::Escape) {
+        let a = f.attrs.iter().find(|a| a.kind == Kind::OnViolation);
+        errors.push(syn::Error::new(
+            a.map_or_else(proc_macro2::Span::call_site, |a| a.span()),
+            "`#[on_violation]` undoes an escaped call, so it needs `#[escape]` on the same \
+             function; add `#[escape]`, or use `#[on_commit]` to delay the call instead",
+        ));
+    }
+    if has(Kind::OnCommit) && has(Kind::Escape) {
+        let a = f.attrs.iter().find(|a| a.kind == Kind::OnCommit);
+        errors.push(syn::Error::new(
+            a.map_or_else(proc_macro2::Span::call_site, |a| a.span()),
+            "`#[on_commit]` and `#[escape]` cannot be combined: an escaped call runs at once, \
+             an `#[on_commit]` call runs when the epoch commits; keep one",
+        ));
+    }
+    let sig = &f.func.sig;
+    let what = f.attrs[0].kind.name();
+    if let Some(a) = &sig.asyncness {
+        errors.spanned(a, format!("`#[{what}]` cannot be used on an `async fn`"));
+    }
+    if let Some(c) = &sig.constness {
+        errors.spanned(c, format!("`#[{what}]` cannot be used on a `const fn`"));
+    }
+    if plan.on_commit {
+        if let syn::ReturnType::Type(_, ty) = &sig.output {
+            let unit = matches!(&**ty, syn::Type::Tuple(t) if t.elems.is_empty());
+            if !unit {
+                errors.spanned(
+                    ty,
+                    "an `#[on_commit]` function must return `()`: its call runs when the epoch \
+                     commits, after the caller has gone on; return nothing, or use `#[escape]` \
+                     to run it at once",
+                );
+            }
+        }
+        for arg in &sig.inputs {
+            match arg {
+                syn::FnArg::Receiver(r) if matches!(r.kind, syn::ReceiverKind::Reference(..)) => errors.spanned(
+                    r,
+                    "an `#[on_commit]` method cannot borrow `self`: its arguments are moved into \
+                     a call that runs when the epoch commits, so they must be `Send + 'static`; \
+                     take `self` by value (e.g. `self: Arc<Self>`) or make it a free function",
+                ),
+                syn::FnArg::Typed(t) => {
+                    if let Some(r) = borrowed(&t.ty) {
+                        errors.spanned(
+                            r,
+                            "the arguments of an `#[on_commit]` function are moved into a call \
+                             that runs when the epoch commits, so they must be `Send + 'static`; \
+                             pass owned data or a `&'static` reference",
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(EscapeArgs { check: Some(_) }) = &plan.escape {
+        for arg in &sig.inputs {
+            if let syn::FnArg::Typed(t) = arg {
+                if !matches!(&*t.pat, syn::Pat::Ident(_)) {
+                    errors.spanned(
+                        &t.pat,
+                        "`#[escape(check = ...)]` passes each parameter to the check by name; \
+                         bind this parameter to a name and destructure it in the body",
+                    );
+                }
+            }
+        }
+    }
+    if let Some(undo) = &plan.undo {
+        if let syn::ReturnType::Type(_, ty) = &sig.output {
+            if let Some(r) = borrowed(ty) {
+                errors.spanned(
+                    r,
+                    "an `#[on_violation]` function must return an owned value: the undo action \
+                     gets a copy of it, possibly after this borrow has ended; return an id or an \
+                     `Arc` instead",
+                );
+            }
+        }
+        let _ = undo.span();
+    }
+    errors.finish(plan)
+}
+
+/// A reference type without `'static` in `ty`, if any.
+fn borrowed(ty: &syn::Type) -> Option<&syn::TypeReference> {
+    use syn::visit::Visit;
+    struct Find<'a>(Option<&'a syn::TypeReference>);
+    impl<'a> Visit<'a> for Find<'a> {
+        fn visit_type_reference(&mut self, r: &'a syn::TypeReference) {
+            let is_static = r.lifetime.as_ref().is_some_and(|l| l.ident == "static");
+            if !is_static && self.0.is_none() {
+                self.0 = Some(r);
+            }
+            syn::visit::visit_type_reference(self, r);
+        }
+    }
+    let mut f = Find(None);
+    f.visit_type(ty);
+    f.0
+}
