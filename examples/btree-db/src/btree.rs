@@ -256,6 +256,31 @@ impl Store {
         }
     }
 
+    /// The leaf for `key`: the hinted leaf (the one this transaction last
+    /// used in this tree) if `key` provably belongs there, else a descent.
+    /// Consecutive operations on one row, or appends of ascending keys,
+    /// skip the descent. Safe because pages never leave their tree while a
+    /// transaction holds its table lock, and a leaf's range only shrinks
+    /// rightwards (the caller still moves right).
+    fn find_leaf(&self, root: PageId, key: &[u8], hint: &mut PageId) -> Result<PinnedPage<'_>> {
+        if *hint != 0 {
+            let p = self.pool.get_page(*hint)?;
+            let ok = {
+                let g = p.read();
+                node::kind(&g) == KIND_LEAF
+                    && node::nslots(&g) > 0
+                    && node::key_cmp(&g, 0, key) != std::cmp::Ordering::Greater
+                    && !node::beyond_high(&g, key)
+            };
+            if ok {
+                return Ok(p);
+            }
+        }
+        let p = self.descend(root, key, 0)?;
+        *hint = p.id();
+        Ok(p)
+    }
+
     /// Latches `p` exclusively and moves right (latch coupling) until `key`
     /// is below the high key.
     fn latch_for<'a>(
@@ -279,8 +304,8 @@ impl Store {
     }
 
     /// Point lookup: appends the value to `out`.
-    pub(crate) fn get(&self, root: PageId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let mut p = self.descend(root, key, 0)?;
+    pub(crate) fn get(&self, root: PageId, key: &[u8], out: &mut Vec<u8>, hint: &mut PageId) -> Result<bool> {
+        let mut p = self.find_leaf(root, key, hint)?;
         loop {
             let next = {
                 let g = p.read();
@@ -308,8 +333,9 @@ impl Store {
         m: Modify<'_>,
         mode: LogMode,
         ctx: &mut LogCtx,
+        hint: &mut PageId,
     ) -> Result<Outcome> {
-        let leaf = self.descend(root, key, 0)?;
+        let leaf = self.find_leaf(root, key, hint)?;
         let (p, mut g) = self.latch_for(leaf, key)?;
         let found = node::search(&g, key);
         ctx.old.clear();

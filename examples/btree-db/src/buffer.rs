@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, PageId, Result};
@@ -62,6 +62,7 @@ struct PoolInner {
     probation: VecDeque<u32>,
     protected: VecDeque<u32>,
     free: Vec<u32>,
+    hits: u64,
 }
 
 /// The buffer pool.
@@ -73,7 +74,6 @@ pub(crate) struct BufferPool {
     probation_target: usize,
     /// Whether write-back must sync the log first (sync mode not `Off`).
     sync_log: bool,
-    pub(crate) hits: AtomicU64,
 }
 
 /// A pinned page: the frame cannot be evicted until it is dropped (which is
@@ -134,11 +134,11 @@ impl BufferPool {
                 probation: VecDeque::with_capacity(n),
                 protected: VecDeque::with_capacity(n),
                 free: (0..n as u32).rev().collect(),
+                hits: 0,
             }),
             frames,
             probation_target: (n / 4).max(1),
             sync_log,
-            hits: AtomicU64::new(0),
         }
     }
 
@@ -162,8 +162,11 @@ impl BufferPool {
         if let Some(&f) = inner.map.get(&id) {
             let fr = &self.frames[f as usize];
             fr.pins.fetch_add(1, Ordering::Relaxed);
-            fr.referenced.store(true, Ordering::Relaxed);
-            self.hits.fetch_add(1, Ordering::Relaxed);
+            // Load first: re-storing a set bit would dirty the cache line.
+            if !fr.referenced.load(Ordering::Relaxed) {
+                fr.referenced.store(true, Ordering::Relaxed);
+            }
+            inner.hits += 1;
             return Ok(PinnedPage {
                 pool: self,
                 frame: f,
@@ -306,6 +309,11 @@ impl BufferPool {
             frame: f,
             id,
         })
+    }
+
+    /// `get_page` calls served without a read.
+    pub(crate) fn hits(&self) -> u64 {
+        lock(&self.inner).hits
     }
 
     /// Whether page `id` is resident (for tests of the replacement policy).

@@ -13,7 +13,7 @@ use crate::lock::{LockManager, LockMode, table_lock_name};
 use crate::node;
 use crate::page::{self, PageBuf};
 use crate::pager::{FileHeader, Pager};
-use crate::txn::Txn;
+use crate::txn::{Txn, TxnScratch};
 use crate::wal::{FIRST_LSN, Wal};
 
 /// Log segment size.
@@ -196,6 +196,7 @@ pub struct Database {
     /// Transactions that wrote: id -> a lower bound of their first LSN.
     active: Mutex<IdMap<u64, u64>>,
     checkpoint_lock: Mutex<()>,
+    txn_cache: Mutex<Vec<TxnScratch>>,
     last_checkpoint: AtomicU64,
     pub(crate) commits: AtomicU64,
     pub(crate) aborts: AtomicU64,
@@ -268,6 +269,7 @@ impl Database {
             next_txn: AtomicU64::new(header.next_txn.max(1)),
             active: Mutex::new(IdMap::default()),
             checkpoint_lock: Mutex::new(()),
+            txn_cache: Mutex::new(Vec::new()),
             last_checkpoint: AtomicU64::new(header.checkpoint_lsn),
             commits: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
@@ -413,7 +415,16 @@ impl Database {
 
     /// Begins a transaction.
     pub fn begin(&self) -> Txn<'_> {
-        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed))
+        let scratch = lock(&self.txn_cache).pop().unwrap_or_default();
+        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed), scratch)
+    }
+
+    /// Keeps a finished transaction's buffers for the next one.
+    pub(crate) fn recycle_scratch(&self, s: TxnScratch) {
+        let mut cache = lock(&self.txn_cache);
+        if cache.len() < 64 {
+            cache.push(s);
+        }
     }
 
     /// Registers a transaction's first write; `lsn_floor` is at or below the
@@ -497,7 +508,7 @@ impl Database {
         Stats {
             page_reads: pager.reads.load(r),
             page_writes: pager.writes.load(r),
-            pool_hits: self.store.pool.hits.load(r),
+            pool_hits: self.store.pool.hits(),
             log_bytes: wal.appended_bytes.load(r),
             log_flushes: wal.flushes.load(r),
             log_syncs: wal.syncs.load(r),

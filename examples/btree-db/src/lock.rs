@@ -23,11 +23,41 @@ pub(crate) enum LockMode {
 
 const SHARDS: usize = 64;
 
+/// Holders of one lock. Almost always one: kept inline, spilling to a
+/// vector only for several shared holders, so granting allocates nothing.
 #[derive(Default)]
 struct Entry {
-    /// (transaction, mode); few holders, so a vector.
-    holders: Vec<(u64, LockMode)>,
+    first: Option<(u64, LockMode)>,
+    more: Vec<(u64, LockMode)>,
     waiters: u32,
+}
+
+impl Entry {
+    fn holders(&self) -> impl Iterator<Item = &(u64, LockMode)> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    fn is_free(&self) -> bool {
+        self.first.is_none() && self.more.is_empty()
+    }
+
+    fn grant(&mut self, txn: u64, mode: LockMode) {
+        if let Some(h) = self.first.iter_mut().chain(self.more.iter_mut()).find(|h| h.0 == txn) {
+            h.1 = h.1.max(mode);
+        } else if self.first.is_none() {
+            self.first = Some((txn, mode));
+        } else {
+            self.more.push((txn, mode));
+        }
+    }
+
+    fn remove(&mut self, txn: u64) {
+        if self.first.is_some_and(|h| h.0 == txn) {
+            self.first = self.more.pop();
+        } else {
+            self.more.retain(|h| h.0 != txn);
+        }
+    }
 }
 
 struct Shard {
@@ -44,6 +74,11 @@ pub(crate) struct TxnLocks {
 impl TxnLocks {
     pub(crate) fn len(&self) -> usize {
         self.held.len()
+    }
+
+    /// Forgets everything (the map keeps its capacity for the next transaction).
+    pub(crate) fn clear(&mut self) {
+        self.held.clear();
     }
 }
 
@@ -91,7 +126,8 @@ impl LockManager {
     }
 
     fn shard(&self, name: u64) -> &Shard {
-        &self.shards[(name as usize) % SHARDS]
+        // High bits: the shard's hash map buckets on the low bits.
+        &self.shards[(name >> 58) as usize % SHARDS]
     }
 
     /// Acquires `name` in `mode` for transaction `txn`, waiting if needed.
@@ -112,17 +148,15 @@ impl LockManager {
         let shard = self.shard(name);
         let mut table = lock(&shard.table);
         let mut waited = false;
-        let deadline = Instant::now() + self.timeout;
+        // Read the clock only once we have to wait.
+        let mut deadline = None;
         loop {
             let entry = table.entry(name).or_default();
-            let conflict = entry.holders.iter().any(|&(t, m)| {
+            let conflict = entry.holders().any(|&(t, m)| {
                 t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive)
             });
             if !conflict {
-                match entry.holders.iter_mut().find(|(t, _)| *t == txn) {
-                    Some(h) => h.1 = h.1.max(mode),
-                    None => entry.holders.push((txn, mode)),
-                }
+                entry.grant(txn, mode);
                 if waited {
                     entry.waiters -= 1;
                     lock(&self.waits_for).remove(&txn);
@@ -133,8 +167,7 @@ impl LockManager {
                 return Ok(waited);
             }
             let blockers: Vec<u64> = entry
-                .holders
-                .iter()
+                .holders()
                 .map(|h| h.0)
                 .filter(|&t| t != txn)
                 .collect();
@@ -146,6 +179,7 @@ impl LockManager {
                 return Err(self.give_up(&mut table, name, txn, Error::Deadlock));
             }
             let now = Instant::now();
+            let deadline = *deadline.get_or_insert(now + self.timeout);
             if now >= deadline {
                 return Err(self.give_up(&mut table, name, txn, Error::LockTimeout));
             }
@@ -163,7 +197,7 @@ impl LockManager {
         lock(&self.waits_for).remove(&txn);
         if let Some(entry) = table.get_mut(&name) {
             entry.waiters -= 1;
-            if entry.holders.is_empty() && entry.waiters == 0 {
+            if entry.is_free() && entry.waiters == 0 {
                 table.remove(&name);
             }
         }
@@ -213,9 +247,9 @@ impl LockManager {
         let mut table = lock(&shard.table);
         let mut notify = false;
         if let Some(entry) = table.get_mut(&name) {
-            entry.holders.retain(|h| h.0 != txn);
+            entry.remove(txn);
             notify = entry.waiters > 0;
-            if entry.holders.is_empty() && entry.waiters == 0 {
+            if entry.is_free() && entry.waiters == 0 {
                 table.remove(&name);
             }
         }

@@ -112,6 +112,7 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
                             undo_next: rec.prev,
                         },
                         &mut ctx,
+                        &mut 0,
                     )?;
                     cur = rec.prev;
                 }

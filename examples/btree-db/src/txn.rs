@@ -31,30 +31,61 @@ struct UndoEntry {
 pub struct Txn<'db> {
     db: &'db Database,
     id: u64,
+    s: TxnScratch,
+    wrote: bool,
+    done: bool,
+}
+
+/// A transaction's buffers, recycled between transactions so the hot path
+/// does not allocate.
+#[derive(Default)]
+pub(crate) struct TxnScratch {
     locks: TxnLocks,
     ctx: LogCtx,
     undo: Vec<UndoEntry>,
     arena: Vec<u8>,
     tables: Vec<PageId>,
-    wrote: bool,
-    done: bool,
+    /// Per tree, the leaf last used (see `Store::find_leaf`).
+    hints: Vec<(PageId, PageId)>,
+}
+
+impl TxnScratch {
+    fn reset(&mut self) {
+        self.locks.clear();
+        self.ctx.prev = 0;
+        self.undo.clear();
+        self.arena.clear();
+        self.tables.clear();
+        self.hints.clear();
+    }
 }
 
 impl<'db> Txn<'db> {
-    pub(crate) fn new(db: &'db Database, id: u64) -> Txn<'db> {
+    pub(crate) fn new(db: &'db Database, id: u64, mut s: TxnScratch) -> Txn<'db> {
+        s.ctx.txn = id;
         Txn {
             db,
             id,
-            locks: TxnLocks::default(),
-            ctx: LogCtx {
-                txn: id,
-                ..LogCtx::default()
-            },
-            undo: Vec::new(),
-            arena: Vec::new(),
-            tables: Vec::new(),
+            s,
             wrote: false,
             done: false,
+        }
+    }
+
+    /// Returns the buffers to the database's cache.
+    fn recycle(&mut self) {
+        let mut s = std::mem::take(&mut self.s);
+        s.reset();
+        self.db.recycle_scratch(s);
+    }
+
+    fn hint(&mut self, root: PageId) -> usize {
+        match self.s.hints.iter().position(|h| h.0 == root) {
+            Some(i) => i,
+            None => {
+                self.s.hints.push((root, 0));
+                self.s.hints.len() - 1
+            }
         }
     }
 
@@ -65,7 +96,7 @@ impl<'db> Txn<'db> {
 
     /// Lock acquire seam: one counted acquisition.
     pub(crate) fn lock_raw(&mut self, name: u64, mode: LockMode) -> Result<bool> {
-        let r = self.db.locks.acquire(self.id, &mut self.locks, name, mode);
+        let r = self.db.locks.acquire(self.id, &mut self.s.locks, name, mode);
         if matches!(r, Err(Error::Deadlock)) {
             self.db.deadlocks.fetch_add(1, Ordering::Relaxed);
         }
@@ -79,21 +110,21 @@ impl<'db> Txn<'db> {
     pub fn unlock_once(&mut self, table: TableId, key: &[u8]) {
         self.db
             .locks
-            .release_one(self.id, &mut self.locks, lock_name(table.0, key));
+            .release_one(self.id, &mut self.s.locks, lock_name(table.0, key));
     }
 
     /// Number of distinct locks held (for tests).
     #[doc(hidden)]
     pub fn locks_held(&self) -> usize {
-        self.locks.len()
+        self.s.locks.len()
     }
 
     /// Checks the table and takes its shared table lock once.
     fn open_table(&mut self, table: TableId) -> Result<PageId> {
         let root = self.db.root_of(table)?;
-        if !self.tables.contains(&root) {
+        if !self.s.tables.contains(&root) {
             self.lock_raw(table_lock_name(root), LockMode::Shared)?;
-            self.tables.push(root);
+            self.s.tables.push(root);
             // The table may have been dropped while we waited.
             self.db.root_of(table)?;
         }
@@ -130,25 +161,27 @@ impl<'db> Txn<'db> {
             self.db.register_writer(self.id);
             self.wrote = true;
         }
-        let prev_lsn = self.ctx.prev;
+        let prev_lsn = self.s.ctx.prev;
+        let h = self.hint(root);
         let out = self.db.store.modify(
             root,
             key,
             m,
             LogMode::Undoable { table: root },
-            &mut self.ctx,
+            &mut self.s.ctx,
+            &mut self.s.hints[h].1,
         )?;
         if out == Outcome::Done {
             let k = self.stash(key);
-            let old = if self.ctx.had_old {
-                let o = std::mem::take(&mut self.ctx.old);
+            let old = if self.s.ctx.had_old {
+                let o = std::mem::take(&mut self.s.ctx.old);
                 let r = self.stash(&o);
-                self.ctx.old = o;
+                self.s.ctx.old = o;
                 Some(r)
             } else {
                 None
             };
-            self.undo.push(UndoEntry {
+            self.s.undo.push(UndoEntry {
                 table: root,
                 key: k,
                 old,
@@ -159,8 +192,8 @@ impl<'db> Txn<'db> {
     }
 
     fn stash(&mut self, b: &[u8]) -> (u32, u32) {
-        let start = self.arena.len() as u32;
-        self.arena.extend_from_slice(b);
+        let start = self.s.arena.len() as u32;
+        self.s.arena.extend_from_slice(b);
         (start, b.len() as u32)
     }
 
@@ -208,7 +241,8 @@ impl<'db> Txn<'db> {
         let root = self.open_table(table)?;
         self.lock_raw(lock_name(root, key), mode)?;
         out.clear();
-        self.db.store.get(root, key, out)
+        let h = self.hint(root);
+        self.db.store.get(root, key, out, &mut self.s.hints[h].1)
     }
 
     /// Inserts a new key; `DuplicateKey` if present.
@@ -279,7 +313,7 @@ impl<'db> Txn<'db> {
         // Lock, then read again: the entry may have changed while we waited.
         let mut val = Vec::new();
         self.lock_raw(lock_name(root, &key), LockMode::Shared)?;
-        if !self.db.store.get(root, &key, &mut val)? {
+        if !self.db.store.get(root, &key, &mut val, &mut 0)? {
             return self.last_in_range(table, lo, &key);
         }
         Ok(Some((key, val)))
@@ -291,8 +325,8 @@ impl<'db> Txn<'db> {
         self.done = true;
         let mut result = Ok(());
         if self.wrote {
-            let rec = &mut self.ctx.rec;
-            rec.begin(self.id, self.ctx.prev, KIND_COMMIT);
+            let rec = &mut self.s.ctx.rec;
+            rec.begin(self.id, self.s.ctx.prev, KIND_COMMIT);
             let bytes = rec.finish();
             let len = bytes.len() as u64;
             let wal = &self.db.store.wal;
@@ -304,8 +338,9 @@ impl<'db> Txn<'db> {
             };
             self.db.unregister_writer(self.id);
         }
-        self.db.locks.release_all(self.id, &mut self.locks);
+        self.db.locks.release_all(self.id, &mut self.s.locks);
         self.db.commits.fetch_add(1, Ordering::Relaxed);
+        self.recycle();
         result?;
         if self.wrote {
             self.db.maybe_checkpoint()?;
@@ -325,17 +360,18 @@ impl<'db> Txn<'db> {
             result = self.undo_all();
             self.db.unregister_writer(self.id);
         }
-        self.db.locks.release_all(self.id, &mut self.locks);
+        self.db.locks.release_all(self.id, &mut self.s.locks);
         self.db.aborts.fetch_add(1, Ordering::Relaxed);
+        self.recycle();
         result
     }
 
     fn undo_all(&mut self) -> Result<()> {
         let store = &self.db.store;
-        while let Some(e) = self.undo.pop() {
-            let key = &self.arena[e.key.0 as usize..(e.key.0 + e.key.1) as usize];
+        while let Some(e) = self.s.undo.pop() {
+            let key = &self.s.arena[e.key.0 as usize..(e.key.0 + e.key.1) as usize];
             let m = match e.old {
-                Some((s, l)) => Modify::Put(&self.arena[s as usize..(s + l) as usize]),
+                Some((s, l)) => Modify::Put(&self.s.arena[s as usize..(s + l) as usize]),
                 None => Modify::Delete,
             };
             store.modify(
@@ -345,11 +381,12 @@ impl<'db> Txn<'db> {
                 LogMode::Compensation {
                     undo_next: e.prev_lsn,
                 },
-                &mut self.ctx,
+                &mut self.s.ctx,
+                &mut 0,
             )?;
         }
-        let rec = &mut self.ctx.rec;
-        rec.begin(self.id, self.ctx.prev, KIND_ABORT);
+        let rec = &mut self.s.ctx.rec;
+        rec.begin(self.id, self.s.ctx.prev, KIND_ABORT);
         store.wal.append(rec.finish());
         Ok(())
     }
@@ -390,7 +427,7 @@ impl Cursor<'_, '_> {
             // latched); if we waited, the entry may have changed.
             if self.txn.lock_raw(lock_name(root, key), LockMode::Shared)? {
                 value.clear();
-                if !store.get(root, key, value)? {
+                if !store.get(root, key, value, &mut 0)? {
                     continue;
                 }
             }
