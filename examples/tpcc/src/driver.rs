@@ -407,9 +407,9 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
     s
 }
 
-/// The comparison as JSON: per transaction type, `<mode>_p50_us` and `<mode>_p95_us`
-/// (plus `<mode>_count` and `<mode>_tps`); and under `"all"`, each mode's overall
-/// `<mode>_tps`.
+/// The comparison as JSON: an object keyed by transaction type, each with
+/// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
+/// type's transactions per second of the time spent in them).
 pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
     let mut root = serde_json::Map::new();
     for kind in TxnKind::ALL {
@@ -433,14 +433,6 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
         }
         root.insert(kind.name().to_string(), o.into());
     }
-    let mut all = serde_json::Map::new();
-    for r in results {
-        all.insert(
-            format!("{}_tps", r.report.mode.name()),
-            round1(r.report.throughput()).into(),
-        );
-    }
-    root.insert("all".to_string(), all.into());
     root.into()
 }
 

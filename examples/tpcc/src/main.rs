@@ -175,10 +175,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let limit = match (transactions, duration) {
                 (Some(n), _) => Limit::Transactions(n),
-                (None, Some(s)) if s.is_finite() && s >= 0.0 => {
-                    Limit::Duration(Duration::from_secs_f64(s))
-                }
-                (None, Some(s)) => bail!("--duration must be a number of seconds, got {s}"),
+                (None, Some(s)) => match Duration::try_from_secs_f64(s) {
+                    Ok(d) => Limit::Duration(d),
+                    Err(_) => bail!("--duration must be a number of seconds, got {s}"),
+                },
                 (None, None) => bail!("give --transactions N or --duration SECS"),
             };
             let mut engine = engine::open(&db, mode, sync)?;

@@ -65,12 +65,17 @@ impl Scale {
 
     /// Checks that the loader can follow the spec's rules at this scale.
     pub fn validate(&self) -> Result<(), String> {
-        if self.items < 100 {
-            return Err(format!("items must be at least 100, got {}", self.items));
-        }
-        if self.customers < 10 {
+        // The upper bounds keep ids and counts far from overflow; the spec needs 100,000
+        // and 3,000.
+        if !(100..=10_000_000).contains(&self.items) {
             return Err(format!(
-                "customers per district must be at least 10, got {}",
+                "items must be between 100 and 10,000,000, got {}",
+                self.items
+            ));
+        }
+        if !(10..=1_000_000).contains(&self.customers) {
+            return Err(format!(
+                "customers per district must be between 10 and 1,000,000, got {}",
                 self.customers
             ));
         }

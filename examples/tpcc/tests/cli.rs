@@ -180,6 +180,14 @@ fn bad_input_gets_a_clear_error() {
     fails(&["load", "--db", missing, "--warehouses", "0"], "0");
     fails(&["load", "--db", missing, "--items", "5"], "items");
     fails(
+        &["run", "--db", missing, "--duration", "1e30"],
+        "--duration must be",
+    );
+    fails(
+        &["run", "--db", missing, "--duration=-1"],
+        "--duration must be",
+    );
+    fails(
         &[
             "compare",
             "--modes",
