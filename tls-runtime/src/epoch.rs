@@ -136,6 +136,12 @@ impl EpochRing {
         self.mask + 1
     }
 
+    /// The position of epoch `index` in the ring.
+    #[inline]
+    pub(crate) fn position(&self, index: u64) -> usize {
+        (index & self.mask) as usize
+    }
+
     /// The slot of epoch `index`.
     #[inline]
     pub(crate) fn slot(&self, index: u64) -> &EpochSlot {
@@ -187,8 +193,23 @@ pub(crate) struct WriteRecord {
     pub(crate) segment: u32,
 }
 
+// SAFETY: a write record points at a speculative container, which is `Sync` (its slots
+// serialize every access) and outlives the loop that logged it (see `memory::erase`),
+// so the record may be committed or discarded from any thread of that loop.
+unsafe impl Send for WriteRecord {}
+
 /// A deferred action of an epoch (commit-time action or undo), with its segment.
 pub(crate) type Action = (u32, Box<dyn FnOnce() + Send>);
+
+/// What an epoch has logged, moved out of its context when it finishes so that
+/// whichever thread commits (or re-runs, or squashes) it can move it back in.
+#[derive(Default)]
+pub(crate) struct Logs {
+    pub(crate) writes: Vec<WriteRecord>,
+    pub(crate) undo: Vec<Action>,
+    pub(crate) commits: Vec<Action>,
+    pub(crate) held_panic: Option<String>,
+}
 
 /// The context of the epoch attempt running on this thread. Lives on the running
 /// thread's stack; only that thread touches it.
@@ -303,6 +324,24 @@ impl EpochCx {
         }
     }
 
+    /// Moves the epoch's logs out (it finished; another thread may commit it).
+    pub(crate) fn take_logs(&self) -> Logs {
+        Logs {
+            writes: self.writes.take(),
+            undo: self.undo.take(),
+            commits: self.commits.take(),
+            held_panic: self.held_panic.take(),
+        }
+    }
+
+    /// Moves logs taken by `take_logs` back in.
+    pub(crate) fn put_logs(&self, logs: Logs) {
+        *self.writes.borrow_mut() = logs.writes;
+        *self.undo.borrow_mut() = logs.undo;
+        *self.commits.borrow_mut() = logs.commits;
+        *self.held_panic.borrow_mut() = logs.held_panic;
+    }
+
     /// Marks the epoch homefree (the runner saw the watermark reach it).
     pub(crate) fn set_homefree(&self) {
         self.homefree.set(true);
@@ -340,13 +379,6 @@ impl EpochCx {
         if !self.raising.get() && !self.homefree.get() {
             self.refresh();
         }
-    }
-
-    /// Reads the watermark (for the runner's wait loop), caching it.
-    pub(crate) fn load_watermark(&self) -> u64 {
-        let w = self.watermark().load(Ordering::Acquire);
-        self.watermark_cache.set(w);
-        w
     }
 
     /// Unwinds to the epoch runner with `signal`.

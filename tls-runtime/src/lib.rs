@@ -61,6 +61,7 @@ mod memory;
 mod panic_hook;
 mod report;
 mod run;
+mod schedule;
 mod sync;
 mod workers;
 

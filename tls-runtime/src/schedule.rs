@@ -1,0 +1,806 @@
+//! The speculative scheduler: claiming epochs, running them, publishing finished ones,
+//! committing in order, re-running violated ones, ending the loop early.
+//!
+//! Every participating thread (the caller and the workers that join) loops:
+//!
+//! 1. *Commit what it can*: if the epoch at the commit watermark (the homefree epoch)
+//!    has finished, take it, re-run it if it was violated while it waited (it is
+//!    homefree now, so the re-run cannot be violated again), commit it, and go on with
+//!    the next one (the *commit chain*).
+//! 2. *Claim* the next epoch (pull its items from the loop's iterator), as long as the
+//!    window of epochs in flight (`ring.len()`, four per thread) has room.
+//! 3. *Run* it. A violation noticed while running rolls it back, to the segment of the
+//!    violated load, and re-runs it at once. When the body finishes, the epoch's logs
+//!    and state are *published* in its done slot and the thread goes on to claim
+//!    another epoch: it does not wait for the epoch to become homefree.
+//!
+//! A finished epoch may still be violated by an earlier one; whoever commits it re-runs
+//! it first. A panic or a failed escape argument check in a speculative epoch is
+//! published as it is: by the time the epoch is homefree, either it was violated (the
+//! panic was a zombie's; re-run) or the panic is real (the loop ends with it).
+//!
+//! Memory ordering: the committer's `Release` store of `watermark` publishes the
+//! committed values, commit-time actions and violations of the epoch; epochs load it
+//! with `Acquire` before acting as homefree. A finished epoch is handed over through its
+//! done slot's mutex: the publisher stores it and then reads the watermark; the
+//! committer advances the watermark and then looks in the slot; the mutex orders the
+//! two critical sections, so one of them always sees the other. `stop` is stored before
+//! later epochs are squashed and read with `Acquire`.
+
+use crate::adapt::LoopSite;
+use crate::control::{Control, Step};
+use crate::epoch::{
+    AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, EpochRing, Logs, NOT_VIOLATED,
+    RollbackSignal, make_tag,
+};
+use crate::report::ThreadStats;
+use crate::sync::AtomicU64;
+use crate::workers::{self, Job, backoff};
+use crossbeam_utils::CachePadded;
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+pub(crate) type Payload = Box<dyn Any + Send>;
+
+/// Epochs in flight per thread.
+const EPOCHS_PER_THREAD: usize = 4;
+
+const NO_STOP: u64 = u64::MAX;
+
+/// How a loop ended early.
+pub(crate) enum Ending<R> {
+    Break,
+    Return(R),
+    Panic(Payload),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs a loop speculatively on `threads` threads (the caller included); returns how
+/// it ended early, if it did, and what the threads saw.
+pub(crate) fn run<It, S, R, St, Sp>(
+    iter: It,
+    threads: usize,
+    chunk: usize,
+    site: &'static LoopSite,
+    start: &St,
+    step: &Sp,
+) -> (Option<Ending<R>>, ThreadStats)
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    let window = threads * EPOCHS_PER_THREAD;
+    let ring = EpochRing::new(window);
+    let done = (0..ring.len())
+        .map(|_| CachePadded::new(Mutex::new(None)))
+        .collect();
+    let shared = Shared {
+        serial: next_serial(),
+        workers_wanted: threads - 1,
+        chunk,
+        site,
+        watermark: CachePadded::new(AtomicU64::new(0)),
+        stop: CachePadded::new(AtomicU64::new(NO_STOP)),
+        ring,
+        done,
+        claim: CachePadded::new(Mutex::new(Claim {
+            iter,
+            next: 0,
+            done: false,
+            iter_panic: None,
+        })),
+        ending: Mutex::new(None),
+        stats: Mutex::new(ThreadStats::default()),
+        inside: AtomicUsize::new(0),
+        claimable: AtomicBool::new(true),
+        start,
+        step,
+    };
+    {
+        let _published = workers::publish(&shared);
+        shared.participate(true);
+    }
+    let stats = core::mem::take(&mut *lock(&shared.stats));
+    let ending = lock(&shared.ending).take();
+    (ending, stats)
+}
+
+fn next_serial() -> u32 {
+    static SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    loop {
+        let s = SERIAL.fetch_add(1, Ordering::Relaxed);
+        if s != 0 {
+            return s;
+        }
+    }
+}
+
+struct Claim<It> {
+    iter: It,
+    next: u64,
+    done: bool,
+    /// The iterator panicked producing the item of epoch `next`.
+    iter_panic: Option<Payload>,
+}
+
+enum Claimed<T, S> {
+    Epoch(Work<T, S>),
+    /// Epochs ran in order on this thread (adaptive fallback).
+    RanInOrder,
+    /// The window of epochs in flight is full.
+    WindowFull,
+    /// In-order mode and another thread's epoch is still in flight.
+    NotMyTurn,
+    Finished,
+}
+
+/// An epoch's work: its items and, per segment, the position and state it starts
+/// from and when it started.
+struct Work<T, S> {
+    index: u64,
+    items: Vec<T>,
+    snaps: Vec<(usize, S, Instant)>,
+    rolled_back: bool,
+}
+
+/// How a finished epoch ended.
+enum End<R> {
+    Control(Control<R>),
+    /// A panic; real if the epoch turns out homefree without a violation.
+    Panic(Payload),
+    /// An escaped call's argument check failed: re-run once homefree.
+    RerunHomefree,
+    /// The loop's iterator panicked producing this epoch's item.
+    IterPanic(Payload),
+}
+
+/// A finished epoch waiting to be committed.
+struct Done<T, S, R> {
+    work: Work<T, S>,
+    segment: u32,
+    logs: Logs,
+    end: End<R>,
+}
+
+/// A participant's tally of its speculative commits for the adaptive policy, handed to
+/// the site a window at a time so that commits do not all write one shared line.
+#[derive(Default)]
+struct Votes {
+    epochs: u32,
+    rolled_back: u32,
+}
+
+impl Votes {
+    fn epoch(&mut self, rolled_back: bool, site: &LoopSite) {
+        self.epochs += 1;
+        self.rolled_back += u32::from(rolled_back);
+        if self.epochs >= crate::adapt::WINDOW {
+            self.flush(site);
+        }
+    }
+
+    fn flush(&mut self, site: &LoopSite) {
+        if self.epochs > 0 {
+            site.vote(self.epochs, self.rolled_back);
+            *self = Votes::default();
+        }
+    }
+}
+
+/// What one attempt at running an epoch came to.
+enum Attempt<R> {
+    Finished(Control<R>),
+    Rollback,
+    AwaitHomefree,
+    Panicked(Payload),
+}
+
+type DoneSlot<T, S, R> = CachePadded<Mutex<Option<Box<Done<T, S, R>>>>>;
+
+/// The state of one speculative loop run, shared by its participants.
+struct Shared<'a, It: Iterator, S, R, St, Sp> {
+    serial: u32,
+    workers_wanted: usize,
+    chunk: usize,
+    site: &'static LoopSite,
+    watermark: CachePadded<AtomicU64>,
+    stop: CachePadded<AtomicU64>,
+    ring: EpochRing,
+    done: Box<[DoneSlot<It::Item, S, R>]>,
+    claim: CachePadded<Mutex<Claim<It>>>,
+    ending: Mutex<Option<Ending<R>>>,
+    stats: Mutex<ThreadStats>,
+    inside: AtomicUsize,
+    claimable: AtomicBool,
+    start: &'a St,
+    step: &'a Sp,
+}
+
+impl<It, S, R, St, Sp> Job for Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    fn enter(&self) -> bool {
+        if !self.claimable.load(Ordering::Relaxed) || self.site.in_order() {
+            return false;
+        }
+        let inside = self.inside.load(Ordering::Relaxed);
+        if inside >= self.workers_wanted {
+            return false;
+        }
+        self.inside.store(inside + 1, Ordering::Relaxed);
+        true
+    }
+
+    fn work(&self) {
+        self.participate(false);
+    }
+
+    fn leave(&self) {
+        self.inside.fetch_sub(1, Ordering::Release);
+    }
+
+    fn inside(&self) -> usize {
+        self.inside.load(Ordering::Acquire)
+    }
+}
+
+// SAFETY: `Shared` is used from several threads only through `&self`. The iterator is
+// behind a mutex (`It: Send`); items, epoch states and finished epochs move between
+// threads (`Item: Send`, `S: Send`; write records are `Send`); the ending value
+// crosses to the caller (`R: Send`); the closures are `Sync`.
+unsafe impl<It, S, R, St, Sp> Sync for Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Send,
+    S: Send,
+    R: Send,
+    St: Sync,
+    Sp: Sync,
+{
+}
+
+impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    fn participate(&self, is_caller: bool) {
+        let entered = Instant::now();
+        let mut ts = ThreadStats::default();
+        let mut votes = Votes::default();
+        let mut spins = 0u32;
+        let mut waiting: Option<(Instant, bool)> = None;
+        loop {
+            self.commit_chain(&mut ts, &mut votes);
+            let claimed = self.claim(&mut ts);
+            let blocked = match claimed {
+                Claimed::WindowFull => Some(true),
+                Claimed::NotMyTurn | Claimed::Finished => Some(false),
+                _ => None,
+            };
+            match (waiting, blocked) {
+                (Some((since, full)), None) => {
+                    *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
+                    waiting = None;
+                }
+                (None, Some(full)) => waiting = Some((Instant::now(), full)),
+                _ => {}
+            }
+            match claimed {
+                Claimed::Epoch(work) => {
+                    spins = 0;
+                    self.run_epoch(work, &mut ts, &mut votes);
+                }
+                Claimed::RanInOrder => spins = 0,
+                Claimed::WindowFull => backoff(&mut spins),
+                Claimed::NotMyTurn if is_caller => backoff(&mut spins),
+                Claimed::Finished if is_caller && !self.settled() => backoff(&mut spins),
+                Claimed::NotMyTurn | Claimed::Finished => break,
+            }
+        }
+        if let Some((since, full)) = waiting {
+            *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
+        }
+        votes.flush(self.site);
+        ts.present = entered.elapsed();
+        ts.busy = ts.present.saturating_sub(ts.wasted + ts.wait + ts.idle);
+        lock(&self.stats).merge(ts);
+    }
+
+    /// Whether every claimed epoch has been committed or squashed (the caller leaves
+    /// only then; workers may leave earlier, their finished epochs are published).
+    fn settled(&self) -> bool {
+        if self.stop.load(Ordering::Acquire) != NO_STOP {
+            return true;
+        }
+        let c = lock(&self.claim);
+        c.done && c.iter_panic.is_none() && self.watermark.load(Ordering::Acquire) == c.next
+    }
+
+    fn claim(&self, ts: &mut ThreadStats) -> Claimed<It::Item, S> {
+        if self.stop.load(Ordering::Acquire) != NO_STOP {
+            return Claimed::Finished;
+        }
+        let mut c = lock(&self.claim);
+        let w = self.watermark.load(Ordering::Acquire);
+        if c.next >= w + self.ring.len() {
+            return Claimed::WindowFull;
+        }
+        if let Some(p) = c.iter_panic.take() {
+            // Sequentially the iterator's panic comes once every earlier iteration is
+            // done: publish it as an epoch that ends the loop with it.
+            let index = c.next;
+            c.next += 1;
+            drop(c);
+            self.ring.slot(index).reset(make_tag(self.serial, index));
+            let done = Done {
+                work: Work {
+                    index,
+                    items: Vec::new(),
+                    snaps: Vec::new(),
+                    rolled_back: false,
+                },
+                segment: 0,
+                logs: Logs::default(),
+                end: End::IterPanic(p),
+            };
+            self.publish(Box::new(done), ts);
+            return Claimed::NotMyTurn;
+        }
+        if c.done {
+            return Claimed::Finished;
+        }
+        if self.site.in_order() {
+            if c.next != w {
+                return Claimed::NotMyTurn;
+            }
+            self.run_in_order(&mut c, ts);
+            return Claimed::RanInOrder;
+        }
+        let mut items = Vec::with_capacity(self.chunk);
+        while items.len() < self.chunk {
+            match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(p) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    c.iter_panic = Some(p);
+                    break;
+                }
+            }
+        }
+        if items.is_empty() {
+            return Claimed::NotMyTurn;
+        }
+        let index = c.next;
+        assert!(
+            index < u64::from(u32::MAX),
+            "a loop ran more than 2^32 epochs"
+        );
+        c.next += 1;
+        Claimed::Epoch(Work {
+            index,
+            items,
+            snaps: Vec::new(),
+            rolled_back: false,
+        })
+    }
+
+    /// Adaptive fallback: speculation does not pay for this loop site and no epoch is
+    /// in flight, so run epochs right here, in order, like the plain loop (no tracking,
+    /// no per-epoch bookkeeping), until the site wants to probe speculation again.
+    /// Holds the claim lock, so no other thread starts an epoch meanwhile.
+    fn run_in_order(&self, c: &mut Claim<It>, ts: &mut ThreadStats) {
+        let mut n = 0;
+        while self.site.in_order() {
+            let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(p) => {
+                    let index = c.next;
+                    c.next += 1;
+                    self.end_loop(index, Ending::Panic(p), Some(c));
+                    break;
+                }
+            };
+            let index = c.next;
+            c.next += 1;
+            n += 1;
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                let mut state = (self.start)(item);
+                loop {
+                    match (self.step)(state) {
+                        Step::Checkpoint(next) => state = next,
+                        Step::Done(control) => return control,
+                    }
+                }
+            }));
+            let ending = match run {
+                Ok(Control::Continue) => None,
+                Ok(Control::Break) => Some(Ending::Break),
+                Ok(Control::Return(r)) => Some(Ending::Return(r)),
+                Err(p) => Some(Ending::Panic(p)),
+            };
+            match ending {
+                None => {
+                    self.watermark.store(index + 1, Ordering::Release);
+                    self.site.ran_in_order();
+                }
+                Some(e) => {
+                    self.end_loop(index, e, Some(c));
+                    break;
+                }
+            }
+        }
+        ts.epochs += n;
+        ts.in_order_epochs += n;
+    }
+
+    /// Runs a freshly claimed epoch speculatively until it finishes, then publishes it.
+    fn run_epoch(&self, mut work: Work<It::Item, S>, ts: &mut ThreadStats, votes: &mut Votes) {
+        let index = work.index;
+        let tag = make_tag(self.serial, index);
+        self.ring.slot(index).reset(tag);
+        let cx = EpochCx::new(tag, &self.ring, &self.watermark);
+        let end = {
+            let _current = CurrentGuard::set(Some(&cx));
+            let first = (self.start)(work.items[0].clone());
+            work.snaps.push((0, first, Instant::now()));
+            loop {
+                match self.attempt(&cx, &mut work) {
+                    Attempt::Rollback => {
+                        let (target, cause) = self.ring.slot(index).take_violation();
+                        if self.stop.load(Ordering::Acquire) < index {
+                            self.squash(&cx, &mut work, ts);
+                            return;
+                        }
+                        self.roll_back(&cx, &mut work, target, cause, ts);
+                    }
+                    Attempt::Finished(control) => break End::Control(control),
+                    Attempt::Panicked(p) => break End::Panic(p),
+                    Attempt::AwaitHomefree => break End::RerunHomefree,
+                }
+            }
+        };
+        let done = Done {
+            segment: cx.segment.get(),
+            logs: cx.take_logs(),
+            work,
+            end,
+        };
+        self.publish(Box::new(done), ts);
+        self.commit_chain(ts, votes);
+    }
+
+    /// One run of the epoch's body from the start of its current segment.
+    fn attempt(&self, cx: &EpochCx, work: &mut Work<It::Item, S>) -> Attempt<R> {
+        let seg = cx.segment.get() as usize;
+        let Work { items, snaps, .. } = work;
+        let (pos, state) = (snaps[seg].0, snaps[seg].1.clone());
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            self.run_from(cx, items, pos, state, snaps)
+        }));
+        cx.raising.set(false);
+        match r {
+            Ok(control) => Attempt::Finished(control),
+            Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,
+            Err(p) if p.is::<AwaitHomefreeSignal>() => Attempt::AwaitHomefree,
+            Err(p) => Attempt::Panicked(p),
+        }
+    }
+
+    /// Runs segments from `pos`/`state` to the end of the epoch's items.
+    fn run_from(
+        &self,
+        cx: &EpochCx,
+        items: &[It::Item],
+        mut pos: usize,
+        mut state: S,
+        snaps: &mut Vec<(usize, S, Instant)>,
+    ) -> Control<R> {
+        loop {
+            match (self.step)(state) {
+                Step::Checkpoint(next) => {
+                    checkpoint(cx, pos, &next, snaps);
+                    state = next;
+                }
+                Step::Done(Control::Continue) => {
+                    pos += 1;
+                    if pos == items.len() {
+                        return Control::Continue;
+                    }
+                    // An item boundary inside a chunk is a checkpoint too.
+                    let next = (self.start)(items[pos].clone());
+                    checkpoint(cx, pos, &next, snaps);
+                    state = next;
+                }
+                Step::Done(other) => return other,
+            }
+        }
+    }
+
+    /// Hands a finished epoch over for commit.
+    fn publish(&self, done: Box<Done<It::Item, S, R>>, ts: &mut ThreadStats) {
+        let index = done.work.index;
+        let slot = &self.done[self.ring.position(index)];
+        *lock(slot) = Some(done);
+        if self.stop.load(Ordering::SeqCst) < index {
+            // The loop ended while this epoch ran: squash it, unless `end_loop` did.
+            let taken = {
+                let mut g = lock(slot);
+                match g.as_ref() {
+                    Some(d) if d.work.index == index => g.take(),
+                    _ => None,
+                }
+            };
+            if let Some(d) = taken {
+                self.squash_done(d, ts);
+            }
+        }
+    }
+
+    /// Commits epochs from the watermark on for as long as they have finished.
+    fn commit_chain(&self, ts: &mut ThreadStats, votes: &mut Votes) {
+        loop {
+            if self.stop.load(Ordering::Acquire) != NO_STOP {
+                return;
+            }
+            let w = self.watermark.load(Ordering::Acquire);
+            let taken = {
+                let mut g = lock(&self.done[self.ring.position(w)]);
+                match g.as_ref() {
+                    Some(d) if d.work.index == w => g.take(),
+                    _ => None,
+                }
+            };
+            let Some(done) = taken else { return };
+            self.settle(*done, ts, votes);
+        }
+    }
+
+    /// Commits the homefree epoch `done`, re-running it first if it was violated after
+    /// it finished (or must re-run an escaped call unchecked).
+    fn settle(&self, done: Done<It::Item, S, R>, ts: &mut ThreadStats, votes: &mut Votes) {
+        let Done {
+            mut work,
+            segment,
+            logs,
+            mut end,
+        } = done;
+        let index = work.index;
+        let cx = EpochCx::new(make_tag(self.serial, index), &self.ring, &self.watermark);
+        cx.put_logs(logs);
+        cx.segment.set(segment);
+        cx.set_homefree();
+        let _current = CurrentGuard::set(Some(&cx));
+        let (target, cause) = self.ring.slot(index).take_violation();
+        let rerun_from = match end {
+            End::IterPanic(_) => None,
+            End::RerunHomefree => Some(segment),
+            _ if target != NOT_VIOLATED => Some(target),
+            _ => None,
+        };
+        if let Some(target) = rerun_from {
+            // Homefree now: the re-run sees only committed data and cannot be violated.
+            self.roll_back(&cx, &mut work, target, cause, ts);
+            end = loop {
+                match self.attempt(&cx, &mut work) {
+                    Attempt::Finished(control) => break End::Control(control),
+                    Attempt::Panicked(p) => break End::Panic(p),
+                    Attempt::Rollback | Attempt::AwaitHomefree => {
+                        // Only a stale violation record can get here; run again.
+                        let (t, c) = self.ring.slot(index).take_violation();
+                        let t = if t == NOT_VIOLATED {
+                            cx.segment.get()
+                        } else {
+                            t
+                        };
+                        self.roll_back(&cx, &mut work, t, c, ts);
+                    }
+                }
+            };
+        }
+        let ending = match end {
+            End::Control(Control::Continue) => None,
+            End::Control(Control::Break) => Some(Ending::Break),
+            End::Control(Control::Return(r)) => Some(Ending::Return(r)),
+            End::Panic(p) => {
+                // A real panic, held back while the epoch was speculative.
+                if let Some(msg) = cx.held_panic.borrow_mut().take() {
+                    eprintln!("{msg}");
+                }
+                Some(Ending::Panic(p))
+            }
+            End::IterPanic(p) => {
+                self.end_loop(index, Ending::Panic(p), None);
+                return;
+            }
+            End::RerunHomefree => unreachable!("re-run above"),
+        };
+        self.commit(&cx, index, ending);
+        ts.epochs += 1;
+        votes.epoch(work.rolled_back, self.site);
+    }
+
+    /// Rolls the epoch back to the start of segment `target`: runs the undo actions
+    /// registered since (newest first), drops its later commit-time actions, discards
+    /// the versions it wrote since (violating the epochs that read them), and counts
+    /// the work lost.
+    fn roll_back(
+        &self,
+        cx: &EpochCx,
+        work: &mut Work<It::Item, S>,
+        target: u32,
+        cause: Option<Cause>,
+        ts: &mut ThreadStats,
+    ) {
+        let target = target.min(cx.segment.get());
+        let lost = work.snaps[target as usize].2.elapsed();
+        ts.wasted += lost;
+        ts.rollbacks += 1;
+        work.rolled_back = true;
+        if let Some(c) = cause {
+            ts.violation(c.store, c.load, target, c.load_ordinal, lost);
+        }
+        undo_to(cx, target);
+        work.snaps.truncate(target as usize + 1);
+        work.snaps[target as usize].2 = Instant::now();
+        *cx.held_panic.borrow_mut() = None;
+    }
+
+    /// Rolls a squashed epoch all the way back; it is never re-run.
+    fn squash(&self, cx: &EpochCx, work: &mut Work<It::Item, S>, ts: &mut ThreadStats) {
+        if let Some(first) = work.snaps.first() {
+            ts.wasted += first.2.elapsed();
+        }
+        ts.squashed += 1;
+        undo_to(cx, 0);
+    }
+
+    fn squash_done(&self, done: Box<Done<It::Item, S, R>>, ts: &mut ThreadStats) {
+        let Done {
+            mut work,
+            segment,
+            logs,
+            ..
+        } = *done;
+        let cx = EpochCx::new(
+            make_tag(self.serial, work.index),
+            &self.ring,
+            &self.watermark,
+        );
+        cx.put_logs(logs);
+        cx.segment.set(segment);
+        let _current = CurrentGuard::set(Some(&cx));
+        self.squash(&cx, &mut work, ts);
+    }
+
+    /// Commits a homefree epoch: its versions become committed values (in write order),
+    /// its commit-time actions run in order, its undo actions are dropped. Then the
+    /// next epoch becomes homefree, or, if this one ends the loop, later ones are
+    /// squashed.
+    fn commit(&self, cx: &EpochCx, index: u64, ending: Option<Ending<R>>) {
+        for w in cx.writes.take() {
+            // SAFETY: logged containers outlive the loop (see `memory::erase`).
+            unsafe { &*w.target }.commit_key(w.key, cx.tag);
+        }
+        let mut ending = ending;
+        let actions = cx.commits.take();
+        if !actions.is_empty() {
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                for (_, f) in actions {
+                    f();
+                }
+            }));
+            if let Err(p) = run {
+                // A commit-time action panicked: that is this iteration's real panic.
+                ending = Some(Ending::Panic(p));
+            }
+        }
+        drop(cx.undo.take());
+        match ending {
+            None => self.watermark.store(index + 1, Ordering::Release),
+            Some(e) => self.end_loop(index, e, None),
+        }
+    }
+
+    /// Epoch `index` (homefree, committed) ends the loop: record how, stop claiming,
+    /// squash every later epoch, running or finished. `claim` is the claim state if
+    /// the caller holds its lock.
+    fn end_loop(&self, index: u64, ending: Ending<R>, claim: Option<&mut Claim<It>>) {
+        *lock(&self.ending) = Some(ending);
+        self.stop.store(index, Ordering::SeqCst);
+        self.claimable.store(false, Ordering::Relaxed);
+        match claim {
+            Some(c) => c.done = true,
+            None => lock(&self.claim).done = true,
+        }
+        self.ring.squash_after(self.serial, index);
+        let mut ts = ThreadStats::default();
+        for slot in self.done.iter() {
+            let taken = {
+                let mut g = lock(slot);
+                match g.as_ref() {
+                    Some(d) if d.work.index > index => g.take(),
+                    _ => None,
+                }
+            };
+            if let Some(d) = taken {
+                self.squash_done(d, &mut ts);
+            }
+        }
+        lock(&self.stats).merge(ts);
+    }
+}
+
+fn checkpoint<S: Clone>(cx: &EpochCx, pos: usize, next: &S, snaps: &mut Vec<(usize, S, Instant)>) {
+    cx.check_violation();
+    let seg = cx.segment.get() + 1;
+    cx.segment.set(seg);
+    snaps.truncate(seg as usize);
+    snaps.push((pos, next.clone(), Instant::now()));
+}
+
+/// Undoes the epoch's effects from segment `target` on: undo actions (newest first,
+/// non-speculatively), commit-time actions, and written versions.
+fn undo_to(cx: &EpochCx, target: u32) {
+    loop {
+        let undo = {
+            let mut u = cx.undo.borrow_mut();
+            match u.last() {
+                Some((s, _)) if *s >= target => u.pop(),
+                _ => None,
+            }
+        };
+        let Some((_, f)) = undo else { break };
+        let _nonspec = CurrentGuard::set(None);
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            eprintln!("tls-runtime: an undo action panicked; continuing the rollback");
+        }
+    }
+    {
+        let mut commits = cx.commits.borrow_mut();
+        let keep = commits.partition_point(|(s, _)| *s < target);
+        commits.truncate(keep);
+    }
+    let discarded: Vec<_> = {
+        let mut writes = cx.writes.borrow_mut();
+        let keep = writes.partition_point(|w| w.segment < target);
+        writes.split_off(keep)
+    };
+    let a = cx.access();
+    for w in discarded.iter().rev() {
+        // SAFETY: logged containers outlive the loop (see `memory::erase`).
+        unsafe { &*w.target }.discard_key(w.key, &a, target);
+    }
+    cx.segment.set(target);
+}
