@@ -12,6 +12,9 @@
 //! carries across runs of the same loop (a transaction's items loop runs once per
 //! transaction).
 //!
+//! The site also chooses how many iterations make one epoch when the loop does not
+//! say (`chunk`): iterations much shorter than [`TARGET_EPOCH`] are grouped.
+//!
 //! Memory ordering: all fields are `Relaxed` counters and a flag. They steer
 //! scheduling, not correctness: any interleaving of their updates yields a valid
 //! schedule, since every epoch is protected by the violation protocol either way.
@@ -20,6 +23,7 @@ use core::panic::Location;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 /// Epochs per decision window.
 pub(crate) const WINDOW: u32 = 8;
@@ -27,6 +31,10 @@ pub(crate) const WINDOW: u32 = 8;
 pub(crate) const MIN_BACKOFF: u64 = 32;
 /// Longest in-order stretch between probes.
 pub(crate) const MAX_BACKOFF: u64 = 4096;
+/// The epoch length automatic chunking aims for.
+pub(crate) const TARGET_EPOCH: Duration = Duration::from_micros(10);
+/// The most iterations automatic chunking puts in one epoch.
+pub(crate) const MAX_CHUNK: u32 = 256;
 
 /// The adaptive state of one loop site.
 #[derive(Debug)]
@@ -36,6 +44,8 @@ pub struct LoopSite {
     backoff: AtomicU64,
     window_epochs: AtomicU32,
     window_rolled_back: AtomicU32,
+    /// Iterations per epoch chosen by the runtime (when the loop does not set one).
+    chunk: AtomicU32,
 }
 
 impl Default for LoopSite {
@@ -53,7 +63,37 @@ impl LoopSite {
             backoff: AtomicU64::new(MIN_BACKOFF),
             window_epochs: AtomicU32::new(0),
             window_rolled_back: AtomicU32::new(0),
+            chunk: AtomicU32::new(1),
         }
+    }
+
+    /// Iterations per epoch, as chosen by [`LoopSite::tune_chunk`].
+    #[inline]
+    pub(crate) fn chunk(&self) -> usize {
+        self.chunk.load(Relaxed) as usize
+    }
+
+    /// Adapts the iterations per epoch to what a participant measured: `items`
+    /// iterations in `busy` of work over `epochs` epochs, `rolled_back` of them rolled
+    /// back. Short iterations are grouped so that an epoch lasts about
+    /// [`TARGET_EPOCH`] and the per-epoch cost (claiming, publishing, committing:
+    /// a few cache-line transfers) stays small; frequent rollbacks halve the chunk,
+    /// since a larger epoch loses more work per violation.
+    pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
+        if items == 0 || epochs == 0 {
+            return;
+        }
+        let current = self.chunk.load(Relaxed).max(1);
+        let next = if rolled_back * 4 > epochs {
+            (current / 2).max(1)
+        } else {
+            let per_item = busy.as_nanos() as f64 / items as f64;
+            let ideal =
+                (TARGET_EPOCH.as_nanos() as f64 / per_item.max(1.0)).clamp(1.0, MAX_CHUNK as f64);
+            // Move by at most a factor of two per window.
+            (ideal as u32).clamp((current / 2).max(1), current * 2)
+        };
+        self.chunk.store(next, Relaxed);
     }
 
     /// Whether epochs should now start only when homefree.

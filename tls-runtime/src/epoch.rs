@@ -94,7 +94,8 @@ impl EpochSlot {
     }
 
     fn take_cause_flag(&self) -> bool {
-        self.has_cause.swap(false, Ordering::Relaxed)
+        // Load first: the common case (no cause) then writes nothing.
+        self.has_cause.load(Ordering::Relaxed) && self.has_cause.swap(false, Ordering::Relaxed)
     }
 
     /// The pending rollback target, or `NOT_VIOLATED`.
@@ -105,7 +106,14 @@ impl EpochSlot {
 
     /// Clears and returns the pending rollback target and its cause.
     pub(crate) fn take_violation(&self) -> (u32, Option<Cause>) {
+        // The common case, no violation, costs one load of the epoch's own line. A
+        // violator stores its cause before lowering `rollback_to`, so once we see the
+        // target, the cause is there.
+        if self.rollback_to.load(Ordering::Acquire) == NOT_VIOLATED {
+            return (NOT_VIOLATED, None);
+        }
         let target = self.rollback_to.swap(NOT_VIOLATED, Ordering::AcqRel);
+        self.has_cause.store(false, Ordering::Relaxed);
         let cause = lock(&self.cause).take().map(|(_, c)| c);
         (target, cause)
     }

@@ -79,6 +79,8 @@ pub struct LoopReport {
     pub threads: usize,
     /// Epochs committed.
     pub epochs: u64,
+    /// Iterations run (an epoch runs one iteration, or several when chunked).
+    pub items: u64,
     /// Violations that caused a rollback.
     pub violations: u64,
     /// Rollbacks (violations, failed argument checks, zombie panics).
@@ -113,8 +115,8 @@ impl fmt::Display for LoopReport {
         };
         writeln!(
             f,
-            "loop {} at {} ({:?}, {} threads): {} epochs in {:.3?}",
-            self.name, self.location, self.mode, self.threads, self.epochs, self.wall
+            "loop {} at {} ({:?}, {} threads): {} iterations in {} epochs, {:.3?}",
+            self.name, self.location, self.mode, self.threads, self.items, self.epochs, self.wall
         )?;
         writeln!(
             f,
@@ -174,6 +176,7 @@ pub(crate) struct DepAcc {
 #[derive(Debug, Default)]
 pub(crate) struct ThreadStats {
     pub(crate) epochs: u64,
+    pub(crate) items: u64,
     pub(crate) violations: u64,
     pub(crate) rollbacks: u64,
     pub(crate) squashed: u64,
@@ -213,6 +216,7 @@ impl ThreadStats {
     /// Adds `other` into `self`.
     pub(crate) fn merge(&mut self, other: ThreadStats) {
         self.epochs += other.epochs;
+        self.items += other.items;
         self.violations += other.violations;
         self.rollbacks += other.rollbacks;
         self.squashed += other.squashed;
@@ -268,6 +272,7 @@ impl ThreadStats {
             mode,
             threads,
             epochs: self.epochs,
+            items: self.items,
             violations: self.violations,
             rollbacks: self.rollbacks,
             squashed: self.squashed,

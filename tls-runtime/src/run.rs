@@ -26,7 +26,7 @@ use std::time::Instant;
 pub struct Loop {
     name: Option<Cow<'static, str>>,
     threads: Option<usize>,
-    chunk: usize,
+    chunk: Option<usize>,
     location: &'static Location<'static>,
     site: Option<&'static LoopSite>,
 }
@@ -45,7 +45,7 @@ impl Loop {
         Loop {
             name: None,
             threads: None,
-            chunk: 1,
+            chunk: None,
             location: Location::caller(),
             site: None,
         }
@@ -64,10 +64,10 @@ impl Loop {
         self
     }
 
-    /// Iterations per epoch (default 1): larger chunks amortize the per-epoch cost of
-    /// very short iterations.
+    /// Iterations per epoch. By default the runtime chooses: one, or more when
+    /// iterations are so short that the per-epoch cost would show.
     pub fn chunk(mut self, chunk: usize) -> Self {
-        self.chunk = chunk.max(1);
+        self.chunk = Some(chunk.max(1));
         self
     }
 
@@ -139,6 +139,7 @@ impl Loop {
             let wall = t0.elapsed();
             let stats = ThreadStats {
                 epochs,
+                items: epochs,
                 busy: wall,
                 present: wall,
                 ..ThreadStats::default()

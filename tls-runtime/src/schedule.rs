@@ -41,7 +41,7 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(crate) type Payload = Box<dyn Any + Send>;
 
@@ -66,7 +66,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) fn run<It, S, R, St, Sp>(
     iter: It,
     threads: usize,
-    chunk: usize,
+    chunk: Option<usize>,
     site: &'static LoopSite,
     start: &St,
     step: &Sp,
@@ -172,27 +172,55 @@ struct Done<T, S, R> {
     end: End<R>,
 }
 
-/// A participant's tally of its speculative commits for the adaptive policy, handed to
-/// the site a window at a time so that commits do not all write one shared line.
-#[derive(Default)]
+/// A participant's tally of the epochs it committed, for the adaptive policy, handed
+/// to the site a window at a time so that commits do not all write one shared line.
 struct Votes {
     epochs: u32,
     rolled_back: u32,
+    items: u64,
+    /// When the window started, and the thread's blocked time then.
+    since: Instant,
+    blocked_before: Duration,
+    tune_chunk: bool,
 }
 
 impl Votes {
-    fn epoch(&mut self, rolled_back: bool, site: &LoopSite) {
-        self.epochs += 1;
-        self.rolled_back += u32::from(rolled_back);
-        if self.epochs >= crate::adapt::WINDOW {
-            self.flush(site);
+    fn new(tune_chunk: bool) -> Self {
+        Votes {
+            epochs: 0,
+            rolled_back: 0,
+            items: 0,
+            since: Instant::now(),
+            blocked_before: Duration::ZERO,
+            tune_chunk,
         }
     }
 
-    fn flush(&mut self, site: &LoopSite) {
+    fn epoch(&mut self, rolled_back: bool, items: usize, site: &LoopSite, ts: &ThreadStats) {
+        self.epochs += 1;
+        self.rolled_back += u32::from(rolled_back);
+        self.items += items as u64;
+        if self.epochs >= crate::adapt::WINDOW {
+            self.flush(site, ts);
+        }
+    }
+
+    fn flush(&mut self, site: &LoopSite, ts: &ThreadStats) {
         if self.epochs > 0 {
             site.vote(self.epochs, self.rolled_back);
-            *self = Votes::default();
+            if self.tune_chunk {
+                let blocked = ts.wait + ts.idle;
+                let busy = self
+                    .since
+                    .elapsed()
+                    .saturating_sub(blocked.saturating_sub(self.blocked_before));
+                site.tune_chunk(self.epochs, self.items, self.rolled_back, busy);
+                self.blocked_before = blocked;
+            }
+            self.epochs = 0;
+            self.rolled_back = 0;
+            self.items = 0;
+            self.since = Instant::now();
         }
     }
 }
@@ -211,7 +239,8 @@ type DoneSlot<T, S, R> = CachePadded<Mutex<Option<Box<Done<T, S, R>>>>>;
 struct Shared<'a, It: Iterator, S, R, St, Sp> {
     serial: u32,
     workers_wanted: usize,
-    chunk: usize,
+    /// Iterations per epoch set by the loop; `None`: the site chooses.
+    chunk: Option<usize>,
     site: &'static LoopSite,
     watermark: CachePadded<AtomicU64>,
     stop: CachePadded<AtomicU64>,
@@ -287,7 +316,7 @@ where
     fn participate(&self, is_caller: bool) {
         let entered = Instant::now();
         let mut ts = ThreadStats::default();
-        let mut votes = Votes::default();
+        let mut votes = Votes::new(self.chunk.is_none());
         let mut spins = 0u32;
         let mut waiting: Option<(Instant, bool)> = None;
         loop {
@@ -321,7 +350,7 @@ where
         if let Some((since, full)) = waiting {
             *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
         }
-        votes.flush(self.site);
+        votes.flush(self.site, &ts);
         ts.present = entered.elapsed();
         ts.busy = ts.present.saturating_sub(ts.wasted + ts.wait + ts.idle);
         lock(&self.stats).merge(ts);
@@ -377,8 +406,9 @@ where
             self.run_in_order(&mut c, ts);
             return Claimed::RanInOrder;
         }
-        let mut items = Vec::with_capacity(self.chunk);
-        while items.len() < self.chunk {
+        let chunk = self.chunk.unwrap_or_else(|| self.site.chunk());
+        let mut items = Vec::with_capacity(chunk);
+        while items.len() < chunk {
             match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
                 Ok(Some(item)) => items.push(item),
                 Ok(None) => {
@@ -462,6 +492,7 @@ where
             }
         }
         ts.epochs += n;
+        ts.items += n;
         ts.in_order_epochs += n;
     }
 
@@ -648,7 +679,8 @@ where
         };
         self.commit(&cx, index, ending);
         ts.epochs += 1;
-        votes.epoch(work.rolled_back, self.site);
+        ts.items += work.items.len() as u64;
+        votes.epoch(work.rolled_back, work.items.len(), self.site, ts);
     }
 
     /// Rolls the epoch back to the start of segment `target`: runs the undo actions

@@ -64,7 +64,7 @@ fn occasional_conflicts_are_rolled_back_and_reported() {
     assert_eq!(v.into_vec(), want);
     assert_eq!(hits.into_inner(), 200);
     let r = tls_runtime::last_report().unwrap();
-    assert_eq!(r.epochs, 2000);
+    assert_eq!(r.items, 2000);
     for d in &r.dependences {
         assert!(d.load.file().ends_with("semantics.rs"), "{d:?}");
         assert!(d.count > 0);

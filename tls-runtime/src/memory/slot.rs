@@ -167,7 +167,12 @@ pub(crate) enum WriteEffect {
 }
 
 /// A speculative location holding a `T`.
+///
+/// Aligned to a cache line: neighbouring elements of a `SpecVec` written by epochs on
+/// different threads must not share a line (for `u64` elements a slot is exactly one
+/// line).
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Slot<T> {
     lock: RawLock,
     value: RaceCell<T>,
