@@ -27,7 +27,10 @@ impl Rng {
 }
 
 fn main() {
-    let txns: usize = std::env::var("BENCH_TXNS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let txns: usize = std::env::var("BENCH_TXNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(
         dir.path().join("tpcc.db"),
@@ -81,7 +84,8 @@ fn main() {
         let lines = rng.range(5, 15);
         let mut txn = db.begin();
         txn.get_into(warehouse, &key(&[1]), &mut buf).unwrap();
-        txn.get_for_update(district, &key(&[1, d]), &mut buf).unwrap();
+        txn.get_for_update(district, &key(&[1, d]), &mut buf)
+            .unwrap();
         let o_id = u32::from_le_bytes(buf[..4].try_into().unwrap());
         buf[..4].copy_from_slice(&(o_id + 1).to_le_bytes());
         txn.update(district, &key(&[1, d]), &buf).unwrap();
@@ -96,7 +100,8 @@ fn main() {
             let nq = if q > 10 { q - 5 } else { q + 86 };
             buf[..4].copy_from_slice(&nq.to_le_bytes());
             txn.update(stock, &key(&[1, i]), &buf).unwrap();
-            txn.insert(order_line, &key(&[1, d, o_id, ol]), &[8u8; 54]).unwrap();
+            txn.insert(order_line, &key(&[1, d, o_id, ol]), &[8u8; 54])
+                .unwrap();
         }
         txn.commit().unwrap();
         lat.push(t0.elapsed().as_secs_f64() * 1e6);

@@ -304,7 +304,13 @@ impl Store {
     }
 
     /// Point lookup: appends the value to `out`.
-    pub(crate) fn get(&self, root: PageId, key: &[u8], out: &mut Vec<u8>, hint: &mut PageId) -> Result<bool> {
+    pub(crate) fn get(
+        &self,
+        root: PageId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        hint: &mut PageId,
+    ) -> Result<bool> {
         let mut p = self.find_leaf(root, key, hint)?;
         loop {
             let next = {

@@ -19,6 +19,28 @@
 //! | `recovery` | crash recovery: analysis, redo (repeat history), undo losers |
 //! | `db` | [`Database`], catalog, checkpoints |
 //!
+//! # How the pieces fit
+//!
+//! * **Pages.** One file of fixed-size pages (4 KiB by default), each with a
+//!   CRC-32 checksum and the LSN of the last log record applied to it. Page 0
+//!   is the file header (magic, format version, page size, checkpoint), page 1
+//!   the meta page (page count, free list), page 2 the catalog tree's root.
+//! * **Buffer pool.** A page-id hash table over a fixed array of frames;
+//!   pages are pinned by `get_page` and unpinned by `put_page`, latched
+//!   shared or exclusive while read or changed, written back when evicted
+//!   (after the log up to their page LSN: the WAL rule) and at checkpoints.
+//! * **Trees.** Each table is a B-link tree whose root page never moves; its
+//!   id is the [`TableId`]. Searches hold one latch at a time and move right
+//!   past concurrent splits; splits are two atomic, separately logged steps.
+//! * **Transactions.** Strict two-phase locking on record keys (plus a shared
+//!   lock per table), deadlock detection on a waits-for graph.
+//! * **Log and recovery.** Physiological redo (page id + key-level change,
+//!   or a page image for splits) guarded by page LSNs; logical undo (table,
+//!   key, old value) with compensation records. Group commit shares one write
+//!   and sync among concurrent committers. Checkpoints are fuzzy (no
+//!   quiescing): flush the log and all dirty pages, then record the new redo
+//!   start in the header. Recovery on open: analysis, redo, undo of losers.
+//!
 //! # API
 //!
 //! Tables are ordered maps from byte-string keys to byte-string values; keys

@@ -42,7 +42,12 @@ impl Entry {
     }
 
     fn grant(&mut self, txn: u64, mode: LockMode) {
-        if let Some(h) = self.first.iter_mut().chain(self.more.iter_mut()).find(|h| h.0 == txn) {
+        if let Some(h) = self
+            .first
+            .iter_mut()
+            .chain(self.more.iter_mut())
+            .find(|h| h.0 == txn)
+        {
             h.1 = h.1.max(mode);
         } else if self.first.is_none() {
             self.first = Some((txn, mode));
@@ -74,6 +79,10 @@ pub(crate) struct TxnLocks {
 impl TxnLocks {
     pub(crate) fn len(&self) -> usize {
         self.held.len()
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.held.capacity()
     }
 
     /// Forgets everything (the map keeps its capacity for the next transaction).
@@ -166,11 +175,7 @@ impl LockManager {
                 e.1 += 1;
                 return Ok(waited);
             }
-            let blockers: Vec<u64> = entry
-                .holders()
-                .map(|h| h.0)
-                .filter(|&t| t != txn)
-                .collect();
+            let blockers: Vec<u64> = entry.holders().map(|h| h.0).filter(|&t| t != txn).collect();
             if !waited {
                 entry.waiters += 1;
                 waited = true;
@@ -251,6 +256,11 @@ impl LockManager {
             notify = entry.waiters > 0;
             if entry.is_free() && entry.waiters == 0 {
                 table.remove(&name);
+                // Maps never shrink by themselves; after a bulk load a
+                // sparse, huge map would make every probe a cache miss.
+                if table.is_empty() && table.capacity() > 4096 {
+                    table.shrink_to(64);
+                }
             }
         }
         drop(table);

@@ -51,6 +51,12 @@ pub(crate) struct TxnScratch {
 
 impl TxnScratch {
     fn reset(&mut self) {
+        // A bulk load leaves huge buffers; clearing a huge lock map costs
+        // time proportional to its capacity, so start such ones afresh.
+        if self.locks.capacity() > 4096 || self.arena.capacity() > (1 << 20) {
+            *self = TxnScratch::default();
+            return;
+        }
         self.locks.clear();
         self.ctx.prev = 0;
         self.undo.clear();
@@ -96,7 +102,10 @@ impl<'db> Txn<'db> {
 
     /// Lock acquire seam: one counted acquisition.
     pub(crate) fn lock_raw(&mut self, name: u64, mode: LockMode) -> Result<bool> {
-        let r = self.db.locks.acquire(self.id, &mut self.s.locks, name, mode);
+        let r = self
+            .db
+            .locks
+            .acquire(self.id, &mut self.s.locks, name, mode);
         if matches!(r, Err(Error::Deadlock)) {
             self.db.deadlocks.fetch_add(1, Ordering::Relaxed);
         }

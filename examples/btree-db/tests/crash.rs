@@ -108,8 +108,9 @@ fn child(dir: &Path, round: u32) {
                             Ok(()) if abort => txn.abort().unwrap(),
                             Ok(()) => {
                                 txn.commit().unwrap();
-                                let mut f = ack.lock().unwrap();
-                                writeln!(f, "{round} {thread} {i}").unwrap();
+                                // One write call per line: a kill never leaves half a line.
+                                let line = format!("{round} {thread} {i}\n");
+                                ack.lock().unwrap().write_all(line.as_bytes()).unwrap();
                                 break;
                             }
                             Err(Error::Deadlock | Error::LockTimeout) => txn.abort().unwrap(),

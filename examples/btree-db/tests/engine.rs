@@ -464,3 +464,57 @@ fn bad_files_give_clear_errors() {
     let db = Database::open(&path, opts()).unwrap();
     assert_eq!(db.check_integrity().unwrap(), 3000);
 }
+
+#[test]
+fn database_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>() {}
+    assert_send_sync::<Database>();
+    assert_send::<btree_db::Txn<'static>>();
+}
+
+#[test]
+fn group_commit_and_sync_modes() {
+    for sync in [SyncMode::Off, SyncMode::Normal, SyncMode::Full] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(
+            dir.path().join("t.db"),
+            Options {
+                sync,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let t = db.create_table("t").unwrap();
+        let before = db.stats();
+        std::thread::scope(|s| {
+            for th in 0..4u32 {
+                let db = &db;
+                s.spawn(move || {
+                    for i in 0..50u32 {
+                        let mut txn = db.begin();
+                        txn.put(t, &k(th * 1000 + i), b"v").unwrap();
+                        txn.commit().unwrap();
+                    }
+                });
+            }
+        });
+        let st = db.stats();
+        let (flushes, syncs) = (
+            st.log_flushes - before.log_flushes,
+            st.log_syncs - before.log_syncs,
+        );
+        eprintln!("{sync:?}: {flushes} log writes, {syncs} syncs for 200 commits");
+        match sync {
+            SyncMode::Off => {
+                assert_eq!((flushes, syncs), (0, 0), "sync off never writes at commit")
+            }
+            SyncMode::Normal => assert!(flushes > 0 && flushes <= 200 && syncs == 0),
+            // Committers waiting behind one sync share the next one.
+            SyncMode::Full => assert!(syncs > 0 && syncs < 200, "{syncs} syncs for 200 commits"),
+        }
+        drop(db);
+        let db = Database::open(dir.path().join("t.db"), Options::default()).unwrap();
+        assert_eq!(db.check_integrity().unwrap(), 200);
+    }
+}
