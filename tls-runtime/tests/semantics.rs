@@ -295,8 +295,10 @@ fn checkpoint_rolls_back_only_the_later_segment() {
     HEAD_RUNS.store(0, Ordering::SeqCst);
     let private = SpecVec::from(vec![0u64; 400]);
     let tail = Spec::new(0u64);
+    // One iteration per epoch: with chunks, a rollback re-runs the later items too.
     Loop::new()
         .threads(2)
+        .chunk(1)
         .run_segments(0..400usize, Seg::Start, |s| match s {
             Seg::Start(i) => {
                 HEAD_RUNS.fetch_add(1, Ordering::SeqCst);
