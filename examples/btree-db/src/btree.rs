@@ -382,12 +382,17 @@ impl Store {
                 drop(split.right);
                 drop(g);
                 self.apply_and_log(ctx, mode, key, val, &lp, &mut lg);
+                // Latch before pin, always.
+                drop(lg);
+                drop(lp);
             }
             (left, true) => {
                 drop(left);
                 let (mut rg, rp) = split.right;
                 drop(g);
                 self.apply_and_log(ctx, mode, key, val, &rp, &mut rg);
+                drop(rg);
+                drop(rp);
             }
             (None, false) => {
                 drop(split.right);
@@ -568,9 +573,13 @@ impl Store {
                 drop(split.left);
                 let (mut rg, rp) = split.right;
                 self.insert_separator(&rp, &mut rg, &sep, &val, ctx);
+                drop(rg);
+                drop(rp);
             } else if let Some((mut lg, lp)) = split.left {
                 drop(split.right);
                 self.insert_separator(&lp, &mut lg, &sep, &val, ctx);
+                drop(lg);
+                drop(lp);
             } else {
                 drop(split.right);
                 self.insert_separator(&p, &mut g, &sep, &val, ctx);

@@ -16,9 +16,6 @@ use crate::pager::{FileHeader, Pager};
 use crate::txn::{Txn, TxnScratch};
 use crate::wal::{FIRST_LSN, Wal};
 
-/// Log segment size.
-const SEGMENT_SIZE: u64 = 64 << 20;
-
 /// When a commit waits for its log records to reach the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SyncMode {
@@ -50,6 +47,9 @@ pub struct Options {
     /// Take a checkpoint automatically once this many log bytes were written
     /// since the last one (0 disables automatic checkpoints).
     pub checkpoint_log_bytes: u64,
+    /// Size of one log segment file (at least 64 KiB). Checkpoints delete
+    /// whole segments that recovery no longer needs. Default 64 MiB.
+    pub log_segment_bytes: u64,
 }
 
 impl Default for Options {
@@ -60,6 +60,7 @@ impl Default for Options {
             sync: SyncMode::Normal,
             lock_timeout: Duration::from_secs(5),
             checkpoint_log_bytes: 256 << 20,
+            log_segment_bytes: 64 << 20,
         }
     }
 }
@@ -222,6 +223,11 @@ impl Database {
                 "page_size {ps} is not a power of two in 512..=32768"
             )));
         }
+        if options.log_segment_bytes < (64 << 10) {
+            return Err(Error::InvalidOptions(
+                "log_segment_bytes must be at least 64 KiB".into(),
+            ));
+        }
         if options.pool_pages < 16 {
             return Err(Error::InvalidOptions(
                 "pool_pages must be at least 16".into(),
@@ -237,7 +243,7 @@ impl Database {
                 next_txn: 1,
             };
             // Stale log segments of an earlier file at this path would be replayed.
-            Wal::new(&path, SEGMENT_SIZE, FIRST_LSN).truncate_before(u64::MAX)?;
+            Wal::new(&path, options.log_segment_bytes, FIRST_LSN).truncate_before(u64::MAX)?;
             let pager = Pager::create(&path, &header)?;
             let (mut meta, mut cat) = Store::initial_pages(ps);
             for (id, buf) in [(META_PAGE, &mut meta), (CATALOG_ROOT, &mut cat)] {
@@ -248,7 +254,7 @@ impl Database {
             (pager, header)
         };
         let ps = pager.page_size();
-        let wal = Arc::new(Wal::new(&path, SEGMENT_SIZE, header.log_start));
+        let wal = Arc::new(Wal::new(&path, options.log_segment_bytes, header.log_start));
         let pool = BufferPool::new(
             pager,
             wal.clone(),

@@ -28,6 +28,8 @@ fn options() -> Options {
         sync: SyncMode::Full,
         checkpoint_log_bytes: 512 << 10,
         lock_timeout: Duration::from_secs(2),
+        // Small segments: records span files and checkpoints delete files.
+        log_segment_bytes: 64 << 10,
     }
 }
 
