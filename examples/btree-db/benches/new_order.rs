@@ -31,6 +31,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
+    let items: u32 = std::env::var("BENCH_ITEMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(
         dir.path().join("tpcc.db"),
@@ -63,7 +67,7 @@ fn main() {
     }
     txn.commit().unwrap();
     let mut txn = db.begin();
-    for i in 1..=100_000 {
+    for i in 1..=items {
         txn.insert(item, &key(&[i]), &[4u8; 82]).unwrap();
         let mut row = vec![5u8; 306];
         row[..4].copy_from_slice(&50u32.to_le_bytes());
@@ -93,7 +97,7 @@ fn main() {
         txn.insert(orders, &key(&[1, d, o_id]), &[6u8; 24]).unwrap();
         txn.insert(new_order, &key(&[1, d, o_id]), &[]).unwrap();
         for ol in 1..=lines {
-            let i = rng.range(1, 100_000);
+            let i = rng.range(1, items);
             txn.get_into(item, &key(&[i]), &mut buf).unwrap();
             txn.get_for_update(stock, &key(&[1, i]), &mut buf).unwrap();
             let q = u32::from_le_bytes(buf[..4].try_into().unwrap());
