@@ -79,12 +79,12 @@ pub fn escape_checked<R>(
 /// Undo actions run newest first, non-speculatively. Outside any speculative epoch, or
 /// in a homefree one, nothing can be rolled back and `undo` is dropped unrun.
 pub fn on_violation(undo: impl FnOnce() + Send + 'static) {
-    if let Some(cx) = epoch::current() {
-        if !cx.homefree() {
-            cx.undo
-                .borrow_mut()
-                .push((cx.segment.get(), Box::new(undo)));
-        }
+    if let Some(cx) = epoch::current()
+        && !cx.homefree()
+    {
+        cx.undo
+            .borrow_mut()
+            .push((cx.segment.get(), Box::new(undo)));
     }
 }
 

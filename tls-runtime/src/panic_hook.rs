@@ -15,13 +15,14 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if let Some(cx) = epoch::current() {
-                if !cx.homefree() && !cx.raising.get() {
-                    let thread = std::thread::current();
-                    let name = thread.name().unwrap_or("<unnamed>");
-                    *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
-                    return;
-                }
+            if let Some(cx) = epoch::current()
+                && !cx.homefree()
+                && !cx.raising.get()
+            {
+                let thread = std::thread::current();
+                let name = thread.name().unwrap_or("<unnamed>");
+                *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
+                return;
             }
             previous(info)
         }));

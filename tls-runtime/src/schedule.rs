@@ -594,7 +594,7 @@ where
                 }
             };
             if let Some(d) = taken {
-                self.squash_done(d, ts);
+                self.squash_done(*d, ts);
             }
         }
     }
@@ -718,13 +718,13 @@ where
         undo_to(cx, 0);
     }
 
-    fn squash_done(&self, done: Box<Done<It::Item, S, R>>, ts: &mut ThreadStats) {
+    fn squash_done(&self, done: Done<It::Item, S, R>, ts: &mut ThreadStats) {
         let Done {
             mut work,
             segment,
             logs,
             ..
-        } = *done;
+        } = done;
         let cx = EpochCx::new(
             make_tag(self.serial, work.index),
             &self.ring,
@@ -787,7 +787,7 @@ where
                 }
             };
             if let Some(d) = taken {
-                self.squash_done(d, &mut ts);
+                self.squash_done(*d, &mut ts);
             }
         }
         lock(&self.stats).merge(ts);

@@ -99,7 +99,7 @@ impl RawLock {
         loop {
             while self.0.load(Ordering::Relaxed) != 0 {
                 spins = spins.wrapping_add(1);
-                if spins % 256 == 0 {
+                if spins.is_multiple_of(256) {
                     #[cfg(not(loom))]
                     std::thread::yield_now();
                 }

@@ -137,7 +137,7 @@ pub(crate) fn backoff(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
     if *spins < 64 {
         core::hint::spin_loop();
-    } else if *spins % 16 == 0 {
+    } else if spins.is_multiple_of(16) {
         std::thread::yield_now();
     } else {
         for _ in 0..8 {

@@ -115,9 +115,7 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
         V: Clone,
     {
         let loc = Location::caller();
-        let Some(slot) = self.slot(k, crate::epoch::current().is_some()) else {
-            return None;
-        };
+        let slot = self.slot(k, crate::epoch::current().is_some())?;
         let key = slot as *const _ as usize;
         update(slot, self, key, &self.written, loc, Option::take)
     }
@@ -127,8 +125,6 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again; each field is moved out once.
         let shards = unsafe { core::ptr::read(&this.shards) };
-        // SAFETY: as above.
-        drop(unsafe { core::ptr::read(&this.hasher) });
         let mut out = HashMap::new();
         for shard in shards.into_vec() {
             let shard = CachePadded::into_inner(shard)

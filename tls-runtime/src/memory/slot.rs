@@ -99,14 +99,14 @@ impl<T> SpecState<T> {
         if self.first.tag != 0 && !keep(&self.first) {
             self.first.tag = 0;
         }
-        if let Some(m) = self.meta.as_mut() {
-            if !m.more_readers.is_empty() {
-                m.more_readers.retain(|r| keep(r));
-                if self.first.tag == 0 {
-                    if let Some(r) = m.more_readers.pop() {
-                        self.first = r;
-                    }
-                }
+        if let Some(m) = self.meta.as_mut()
+            && !m.more_readers.is_empty()
+        {
+            m.more_readers.retain(|r| keep(r));
+            if self.first.tag == 0
+                && let Some(r) = m.more_readers.pop()
+            {
+                self.first = r;
             }
         }
     }
