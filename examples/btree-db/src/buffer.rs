@@ -15,12 +15,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, PageId, Result};
 use crate::frame::{FrameData, PageMut, PageRef};
-use crate::page::{self, PageAccess, PageBuf};
+use crate::page::{self, PageAccess, PageBuf, PageWrite};
 use crate::pager::Pager;
 use crate::wal::Wal;
 
@@ -57,20 +57,32 @@ struct Frame {
     referenced: AtomicBool,
 }
 
-struct PoolInner {
-    map: IdMap<PageId, u32>,
+/// Replacement state; touched only on misses.
+struct Replacer {
     probation: VecDeque<u32>,
     protected: VecDeque<u32>,
     free: Vec<u32>,
-    hits: u64,
 }
+
+/// One shard of the page table. Pins are only taken under the shard lock,
+/// so an evictor holding it sees a stable pin count.
+struct Shard {
+    map: Mutex<IdMap<PageId, u32>>,
+    hits: AtomicU64,
+}
+
+/// Page-table shards: hits on different pages rarely share a lock.
+const SHARDS: usize = 16;
 
 /// The buffer pool.
 pub(crate) struct BufferPool {
     pager: Pager,
     wal: Arc<Wal>,
     frames: Box<[Frame]>,
-    inner: Mutex<PoolInner>,
+    shards: Box<[Shard]>,
+    /// Held for a whole miss (victim choice, write-back, read), so two
+    /// misses on one page load it once.
+    replacer: Mutex<Replacer>,
     probation_target: usize,
     /// Whether write-back must sync the log first (sync mode not `Off`).
     sync_log: bool,
@@ -129,12 +141,19 @@ impl BufferPool {
         BufferPool {
             pager,
             wal,
-            inner: Mutex::new(PoolInner {
-                map: IdMap::with_capacity_and_hasher(n * 2, Default::default()),
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    map: Mutex::new(IdMap::with_capacity_and_hasher(
+                        2 * n / SHARDS + 16,
+                        Default::default(),
+                    )),
+                    hits: AtomicU64::new(0),
+                })
+                .collect(),
+            replacer: Mutex::new(Replacer {
                 probation: VecDeque::with_capacity(n),
                 protected: VecDeque::with_capacity(n),
                 free: (0..n as u32).rev().collect(),
-                hits: 0,
             }),
             frames,
             probation_target: (n / 4).max(1),
@@ -150,6 +169,26 @@ impl BufferPool {
         self.pager.page_size()
     }
 
+    fn shard(&self, id: PageId) -> &Shard {
+        &self.shards[id as usize % SHARDS]
+    }
+
+    /// Pins `id` if it is resident (the caller holds the shard lock).
+    fn try_hit<'a>(&'a self, map: &IdMap<PageId, u32>, id: PageId) -> Option<PinnedPage<'a>> {
+        let &f = map.get(&id)?;
+        let fr = &self.frames[f as usize];
+        fr.pins.fetch_add(1, Ordering::Relaxed);
+        // Load first: re-storing a set bit would dirty the cache line.
+        if !fr.referenced.load(Ordering::Relaxed) {
+            fr.referenced.store(true, Ordering::Relaxed);
+        }
+        Some(PinnedPage {
+            pool: self,
+            frame: f,
+            id,
+        })
+    }
+
     /// Pins page `id`, reading it from disk on a miss.
     pub(crate) fn get_page(&self, id: PageId) -> Result<PinnedPage<'_>> {
         if id == 0 {
@@ -158,24 +197,19 @@ impl BufferPool {
                 reason: "reference to the file header page",
             });
         }
-        let mut inner = lock(&self.inner);
-        if let Some(&f) = inner.map.get(&id) {
-            let fr = &self.frames[f as usize];
-            fr.pins.fetch_add(1, Ordering::Relaxed);
-            // Load first: re-storing a set bit would dirty the cache line.
-            if !fr.referenced.load(Ordering::Relaxed) {
-                fr.referenced.store(true, Ordering::Relaxed);
-            }
-            inner.hits += 1;
-            return Ok(PinnedPage {
-                pool: self,
-                frame: f,
-                id,
-            });
+        let shard = self.shard(id);
+        if let Some(p) = self.try_hit(&lock(&shard.map), id) {
+            shard.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(p);
         }
-        let f = match inner.free.pop() {
+        let mut rep = lock(&self.replacer);
+        // Another miss may have loaded it while we waited.
+        if let Some(p) = self.try_hit(&lock(&shard.map), id) {
+            return Ok(p);
+        }
+        let f = match rep.free.pop() {
             Some(f) => f,
-            None => self.evict(&mut inner)?,
+            None => self.evict(&mut rep)?,
         };
         let fr = &self.frames[f as usize];
         let loaded = (|| {
@@ -183,20 +217,22 @@ impl BufferPool {
             self.pager.read_page(id, buf.as_bytes_mut())?;
             page::verify(id, buf.as_bytes())?;
             let mut g = fr.data.write(&fr.dirty);
-            use crate::page::PageWrite;
             g.write_bytes(0, buf.as_bytes());
             Ok::<(), Error>(())
         })();
         if let Err(e) = loaded {
-            inner.free.push(f);
+            rep.free.push(f);
             return Err(e);
         }
         fr.dirty.store(false, Ordering::Relaxed);
         fr.referenced.store(false, Ordering::Relaxed);
-        fr.pins.store(1, Ordering::Relaxed);
         fr.page.store(id, Ordering::Relaxed);
-        inner.map.insert(id, f);
-        inner.probation.push_back(f);
+        {
+            let mut map = lock(&shard.map);
+            fr.pins.store(1, Ordering::Relaxed);
+            map.insert(id, f);
+        }
+        rep.probation.push_back(f);
         Ok(PinnedPage {
             pool: self,
             frame: f,
@@ -215,41 +251,57 @@ impl BufferPool {
             .fetch_sub(1, Ordering::Release);
     }
 
-    /// Picks an unpinned victim frame, writes it back if dirty, and unmaps it.
-    fn evict(&self, inner: &mut PoolInner) -> Result<u32> {
+    /// Unmaps frame `f` if nobody has it pinned; false if pinned.
+    fn try_unmap(&self, f: u32) -> bool {
+        let fr = &self.frames[f as usize];
+        let id = fr.page.load(Ordering::Relaxed);
+        let mut map = lock(&self.shard(id).map);
+        if fr.pins.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        map.remove(&id);
+        true
+    }
+
+    /// Picks an unpinned victim frame, unmaps it and writes it back if dirty.
+    fn evict(&self, rep: &mut Replacer) -> Result<u32> {
         let n = self.frames.len();
         for _ in 0..4 * n + 8 {
-            let from_probation = !inner.probation.is_empty()
-                && (inner.probation.len() >= self.probation_target || inner.protected.is_empty());
+            let from_probation = !rep.probation.is_empty()
+                && (rep.probation.len() >= self.probation_target || rep.protected.is_empty());
             if from_probation {
-                let Some(f) = inner.probation.pop_front() else {
+                let Some(f) = rep.probation.pop_front() else {
                     break;
                 };
                 let fr = &self.frames[f as usize];
                 if fr.pins.load(Ordering::Acquire) > 0 {
-                    inner.probation.push_back(f);
+                    rep.probation.push_back(f);
                 } else if fr.referenced.swap(false, Ordering::Relaxed) {
-                    inner.protected.push_back(f);
+                    rep.protected.push_back(f);
+                } else if !self.try_unmap(f) {
+                    rep.probation.push_back(f);
                 } else {
+                    // Unmapped: nobody can pin it now; write it back.
                     if let Err(e) = self.write_back(fr) {
-                        inner.probation.push_front(f);
+                        let id = fr.page.load(Ordering::Relaxed);
+                        lock(&self.shard(id).map).insert(id, f);
+                        rep.probation.push_front(f);
                         return Err(e);
                     }
-                    inner.map.remove(&fr.page.load(Ordering::Relaxed));
                     fr.page.store(NO_PAGE, Ordering::Relaxed);
                     return Ok(f);
                 }
             } else {
-                let Some(f) = inner.protected.pop_front() else {
+                let Some(f) = rep.protected.pop_front() else {
                     break;
                 };
                 let fr = &self.frames[f as usize];
                 if fr.pins.load(Ordering::Acquire) > 0
                     || fr.referenced.swap(false, Ordering::Relaxed)
                 {
-                    inner.protected.push_back(f);
+                    rep.protected.push_back(f);
                 } else {
-                    inner.probation.push_back(f);
+                    rep.probation.push_back(f);
                 }
             }
         }
@@ -297,10 +349,13 @@ impl BufferPool {
 
     /// Pins the page currently in frame `f`, if any.
     fn pin_frame(&self, f: u32) -> Option<PinnedPage<'_>> {
-        let _inner = lock(&self.inner);
         let fr = &self.frames[f as usize];
         let id = fr.page.load(Ordering::Relaxed);
         if id == NO_PAGE {
+            return None;
+        }
+        let map = lock(&self.shard(id).map);
+        if map.get(&id) != Some(&f) {
             return None;
         }
         fr.pins.fetch_add(1, Ordering::Relaxed);
@@ -313,11 +368,14 @@ impl BufferPool {
 
     /// `get_page` calls served without a read.
     pub(crate) fn hits(&self) -> u64 {
-        lock(&self.inner).hits
+        self.shards
+            .iter()
+            .map(|s| s.hits.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Whether page `id` is resident (for tests of the replacement policy).
     pub(crate) fn is_resident(&self, id: PageId) -> bool {
-        lock(&self.inner).map.contains_key(&id)
+        lock(&self.shard(id).map).contains_key(&id)
     }
 }

@@ -130,8 +130,11 @@ impl<'db> Txn<'db> {
 
     /// Checks the table and takes its shared table lock once.
     fn open_table(&mut self, table: TableId) -> Result<PageId> {
-        let root = self.db.root_of(table)?;
+        let root = table.0;
+        // Holding the shared table lock means the table cannot be dropped:
+        // no catalog lookup (a shared cache line) on every operation.
         if !self.s.tables.contains(&root) {
+            self.db.root_of(table)?;
             self.lock_raw(table_lock_name(root), LockMode::Shared)?;
             self.s.tables.push(root);
             // The table may have been dropped while we waited.
