@@ -96,15 +96,6 @@ fn check_node<P: PageAccess>(p: &P, id: PageId) -> Result<()> {
     }
 }
 
-/// Result of splitting a node.
-struct Split<'a> {
-    sep: Vec<u8>,
-    /// For a root split, the new left child (the root itself became a branch).
-    /// Guards come first so a tuple releases the latch before the pin.
-    left: Option<(PageMut<'a>, PinnedPage<'a>)>,
-    right: (PageMut<'a>, PinnedPage<'a>),
-}
-
 impl Store {
     pub(crate) fn page_size(&self) -> usize {
         self.pool.page_size()
@@ -341,70 +332,50 @@ impl Store {
         ctx: &mut LogCtx,
         hint: &mut PageId,
     ) -> Result<Outcome> {
-        let leaf = self.find_leaf(root, key, hint)?;
-        let (p, mut g) = self.latch_for(leaf, key)?;
-        let found = node::search(&g, key);
-        ctx.old.clear();
-        ctx.had_old = false;
-        let val = match (m, found) {
-            (Modify::Insert(_), Ok(_)) => return Ok(Outcome::Duplicate),
-            (Modify::Update(_) | Modify::Delete, Err(_)) => return Ok(Outcome::Missing),
-            (Modify::Delete, Ok(i)) => {
+        loop {
+            let leaf = self.find_leaf(root, key, hint)?;
+            let (p, mut g) = self.latch_for(leaf, key)?;
+            let found = node::search(&g, key);
+            ctx.old.clear();
+            ctx.had_old = false;
+            let val = match (m, found) {
+                (Modify::Insert(_), Ok(_)) => return Ok(Outcome::Duplicate),
+                (Modify::Update(_) | Modify::Delete, Err(_)) => return Ok(Outcome::Missing),
+                (Modify::Delete, Ok(i)) => {
+                    node::read_value(&g, i, &mut ctx.old);
+                    ctx.had_old = true;
+                    node::remove_at(&mut g, i);
+                    self.log_change(ctx, mode, key, |r| r.op_delete(p.id(), key), &mut g);
+                    return Ok(Outcome::Done);
+                }
+                (Modify::Insert(v) | Modify::Update(v) | Modify::Put(v), _) => v,
+            };
+            if let Ok(i) = found {
                 node::read_value(&g, i, &mut ctx.old);
                 ctx.had_old = true;
-                node::remove_at(&mut g, i);
-                self.log_change(ctx, mode, key, |r| r.op_delete(p.id(), key), &mut g);
+            }
+            let fits = match found {
+                Ok(i) => node::fits_replace(&g, i, val.len()),
+                Err(_) => node::fits(&g, key.len(), val.len()),
+            };
+            if fits {
+                self.apply_and_log(ctx, mode, key, val, &p, &mut g);
                 return Ok(Outcome::Done);
             }
-            (Modify::Insert(v) | Modify::Update(v) | Modify::Put(v), _) => v,
-        };
-        if let Ok(i) = found {
-            node::read_value(&g, i, &mut ctx.old);
-            ctx.had_old = true;
-        }
-        let fits = match found {
-            Ok(i) => node::fits_replace(&g, i, val.len()),
-            Err(_) => node::fits(&g, key.len(), val.len()),
-        };
-        if fits {
-            self.apply_and_log(ctx, mode, key, val, &p, &mut g);
-            return Ok(Outcome::Done);
-        }
-        // Split first (its own record), then apply to the half that owns the key.
-        let is_root = p.id() == root;
-        let level = node::level(&g);
-        let split = self.split(&p, &mut g, is_root, ctx)?;
-        let goes_right = key >= split.sep.as_slice();
-        let sep = split.sep;
-        let right_id = split.right.1.id();
-        match (split.left, goes_right) {
-            (Some((mut lg, lp)), false) => {
-                drop(split.right);
-                drop(g);
-                self.apply_and_log(ctx, mode, key, val, &lp, &mut lg);
-                // Latch before pin, always.
-                drop(lg);
-                drop(lp);
+            // Split (its own record), post the separator, and try again: the
+            // key's half may still be too full for a large entry, in which
+            // case it splits again. Our exclusive record lock keeps the key's
+            // state unchanged meanwhile.
+            let is_root = p.id() == root;
+            let level = node::level(&g);
+            let (sep, right) = self.split(&p, &mut g, is_root, ctx)?;
+            drop(g);
+            drop(p);
+            if !is_root {
+                self.post_separator(root, level + 1, sep, right, ctx)?;
             }
-            (left, true) => {
-                drop(left);
-                let (mut rg, rp) = split.right;
-                drop(g);
-                self.apply_and_log(ctx, mode, key, val, &rp, &mut rg);
-                drop(rg);
-                drop(rp);
-            }
-            (None, false) => {
-                drop(split.right);
-                self.apply_and_log(ctx, mode, key, val, &p, &mut g);
-                drop(g);
-            }
+            *hint = 0;
         }
-        drop(p);
-        if !is_root {
-            self.post_separator(root, level + 1, sep, right_id, ctx)?;
-        }
-        Ok(Outcome::Done)
     }
 
     /// Inserts or replaces `key` on a latched leaf that has room, and logs it.
@@ -458,15 +429,16 @@ impl Store {
         ctx.prev = lsn;
     }
 
-    /// Splits the latched node `p` (one redo-only record). For the root, its
-    /// cells move to two new children and it becomes their parent.
-    fn split<'a>(
-        &'a self,
-        p: &PinnedPage<'a>,
-        g: &mut PageMut<'a>,
+    /// Splits the latched node `p` (one redo-only record) and returns the
+    /// separator and the new right node. For the root, its cells move to two
+    /// new children and it becomes their parent (nothing to post).
+    fn split(
+        &self,
+        p: &PinnedPage<'_>,
+        g: &mut PageMut<'_>,
         is_root: bool,
         ctx: &mut LogCtx,
-    ) -> Result<Split<'a>> {
+    ) -> Result<(Vec<u8>, PageId)> {
         let cells = node::entries(g);
         if cells.len() < 2 {
             return Err(corrupt(p.id(), "node too full to split"));
@@ -489,12 +461,12 @@ impl Store {
         let rec = &mut ctx.smo;
         rec.begin(0, 0, KIND_SMO);
         rec.start_ops();
-        let mp = self.pool.get_page(crate::btree::META_PAGE)?;
+        let mp = self.pool.get_page(META_PAGE)?;
         let mut meta = mp.write();
         let rid = self.alloc(&mut meta, rec)?;
         let rp = self.pool.get_page(rid)?;
         let mut rg = rp.write();
-        let result = if is_root {
+        if is_root {
             let lid = self.alloc(&mut meta, rec)?;
             let lp = self.pool.get_page(lid)?;
             let mut lg = lp.write();
@@ -513,11 +485,8 @@ impl Store {
             rg.set_page_lsn(lsn);
             g.set_page_lsn(lsn);
             meta.set_page_lsn(lsn);
-            Split {
-                sep,
-                left: Some((lg, lp)),
-                right: (rg, rp),
-            }
+            drop(lg);
+            drop(lp);
         } else {
             node::build(
                 &mut rg,
@@ -534,30 +503,29 @@ impl Store {
             rg.set_page_lsn(lsn);
             g.set_page_lsn(lsn);
             meta.set_page_lsn(lsn);
-            Split {
-                sep,
-                left: None,
-                right: (rg, rp),
-            }
-        };
+        }
+        // Latch before pin, always.
+        drop(rg);
+        drop(rp);
         drop(meta);
-        Ok(result)
+        drop(mp);
+        Ok((sep, rid))
     }
 
     /// Inserts the separator `(sep, child)` into the node at `level` covering
-    /// `sep`, splitting upwards as needed. Each step is one record.
+    /// `sep`, splitting (and posting upwards) as needed. Each step is one record.
     fn post_separator(
         &self,
         root: PageId,
-        mut level: u8,
-        mut sep: Vec<u8>,
-        mut child: PageId,
+        level: u8,
+        sep: Vec<u8>,
+        child: PageId,
         ctx: &mut LogCtx,
     ) -> Result<()> {
+        let val = child.to_le_bytes();
         loop {
             let node_p = self.descend(root, &sep, level)?;
             let (p, mut g) = self.latch_for(node_p, &sep)?;
-            let val = child.to_le_bytes();
             if node::search(&g, &sep).is_ok() {
                 return Ok(());
             }
@@ -566,31 +534,12 @@ impl Store {
                 return Ok(());
             }
             let is_root = p.id() == root;
-            let split = self.split(&p, &mut g, is_root, ctx)?;
-            let next_sep = split.sep.clone();
-            let right_id = split.right.1.id();
-            if sep.as_slice() >= next_sep.as_slice() {
-                drop(split.left);
-                let (mut rg, rp) = split.right;
-                self.insert_separator(&rp, &mut rg, &sep, &val, ctx);
-                drop(rg);
-                drop(rp);
-            } else if let Some((mut lg, lp)) = split.left {
-                drop(split.right);
-                self.insert_separator(&lp, &mut lg, &sep, &val, ctx);
-                drop(lg);
-                drop(lp);
-            } else {
-                drop(split.right);
-                self.insert_separator(&p, &mut g, &sep, &val, ctx);
-            }
+            let (up_sep, up_right) = self.split(&p, &mut g, is_root, ctx)?;
             drop(g);
-            if is_root {
-                return Ok(());
+            drop(p);
+            if !is_root {
+                self.post_separator(root, level + 1, up_sep, up_right, ctx)?;
             }
-            level += 1;
-            sep = next_sep;
-            child = right_id;
         }
     }
 

@@ -194,6 +194,7 @@ fn alloc_cell<P: PageWrite>(p: &mut P, len: usize, extra_slot: usize) -> usize {
     if free_contig(p) < len + extra_slot {
         compact(p);
     }
+    debug_assert!(free_contig(p) >= len + extra_slot, "caller checked `fits`");
     let top = cell_start(p) - len;
     p.write_u16(OFF_CELL_START, top as u16);
     top

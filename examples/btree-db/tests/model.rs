@@ -182,3 +182,32 @@ fn tree_reaches_height_three() {
     assert!(path.len() >= 3, "height {}", path.len());
     assert_eq!(db.check_integrity().unwrap(), 3000);
 }
+
+#[test]
+fn maximum_size_entries_split_until_they_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_db(&dir, 64);
+    let t = db.create_table("t").unwrap();
+    let lim = db.limits();
+    let mut model = BTreeMap::new();
+    let mut s = 0x1234_5678u64;
+    for round in 0..3000u32 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let klen = 1 + (s % lim.max_key as u64) as usize;
+        let k: Vec<u8> = (0..klen).map(|i| (s >> (i % 8)) as u8).collect();
+        // Mostly maximum-size entries, so a split half may still be too full.
+        let vlen = if round % 4 == 0 {
+            (s >> 20) as usize % (lim.max_entry - klen + 1)
+        } else {
+            lim.max_entry - klen
+        };
+        let v = vec![round as u8; vlen];
+        let mut txn = db.begin();
+        txn.put(t, &k, &v).unwrap();
+        txn.commit().unwrap();
+        model.insert(k, v);
+    }
+    check_all(&db, t, &model);
+}
