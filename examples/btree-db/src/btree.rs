@@ -221,18 +221,28 @@ impl Store {
     /// `key`, one shared latch at a time, and returns it pinned.
     pub(crate) fn descend(&self, root: PageId, key: &[u8], level: u8) -> Result<PinnedPage<'_>> {
         let mut p = self.pool.get_page(root)?;
+        // Levels must fall by one per step down and stay put when moving
+        // right, and right moves are bounded: a crafted file with a cycle of
+        // pointers (valid checksums) yields an error, not a hang.
+        let mut expect: Option<u8> = None;
+        let mut moves = 0u32;
         loop {
             let next = {
                 let g = p.read();
                 check_node(&g, p.id())?;
+                let l = node::level(&g);
+                if expect.is_some_and(|e| e != l) {
+                    return Err(corrupt(p.id(), "child level mismatch"));
+                }
                 if node::beyond_high(&g, key) {
                     let r = node::right(&g);
-                    if r == 0 {
-                        return Err(corrupt(p.id(), "high key without right link"));
+                    moves += 1;
+                    if r == 0 || moves > 1 << 24 {
+                        return Err(corrupt(p.id(), "bad right link"));
                     }
+                    expect = Some(l);
                     r
                 } else {
-                    let l = node::level(&g);
                     if l == level {
                         drop(g);
                         return Ok(p);
@@ -240,6 +250,7 @@ impl Store {
                     if l < level || node::nslots(&g) == 0 {
                         return Err(corrupt(p.id(), "tree shape"));
                     }
+                    expect = Some(l - 1);
                     node::child_at(&g, node::child_index(&g, key))
                 }
             };
