@@ -169,7 +169,7 @@ impl SqliteEngine {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .with_context(|| format!("opening {}", path.display()))?;
-        Self::configure(&conn, sync)?;
+        Self::configure(&conn, sync).with_context(|| format!("opening {}", path.display()))?;
         let format: Option<i64> = conn
             .query_row(
                 "SELECT value FROM tpcc_meta WHERE name = 'format'",
