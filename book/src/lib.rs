@@ -6,3 +6,12 @@ pub mod introduction {}
 
 #[doc = include_str!("first-loop.md")]
 pub mod first_loop {}
+
+#[doc = include_str!("tls-loop.md")]
+pub mod tls_loop {}
+
+#[doc = include_str!("escape.md")]
+pub mod escape {}
+
+#[doc = include_str!("on-commit.md")]
+pub mod on_commit {}

@@ -17,11 +17,50 @@ use proc_macro2::{Span, TokenStream};
 #[derive(Debug, Default, Clone, FromMeta)]
 pub(crate) struct LoopArgs {
     /// The loop's name in reports.
-    pub(crate) name: Option<String>,
+    pub(crate) name: Option<LoopName>,
     /// Threads that may run the loop's epochs, the caller included.
     pub(crate) threads: Option<syn::Expr>,
     /// Iterations per epoch.
-    pub(crate) chunk: Option<usize>,
+    pub(crate) chunk: Option<Chunk>,
+}
+
+/// `name = "..."`.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopName(pub(crate) String);
+
+impl FromMeta for LoopName {
+    fn from_string(value: &str) -> darling::Result<Self> {
+        Ok(LoopName(value.to_owned()))
+    }
+    fn from_value(value: &syn::Lit) -> darling::Result<Self> {
+        match value {
+            syn::Lit::Str(s) => Ok(LoopName(s.value())),
+            _ => Err(darling::Error::custom(
+                "expected a string literal: `name = \"new_order.items\"`",
+            )
+            .with_span(value)),
+        }
+    }
+}
+
+/// `chunk = <int>`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chunk(pub(crate) usize);
+
+impl FromMeta for Chunk {
+    fn from_value(value: &syn::Lit) -> darling::Result<Self> {
+        let err = || {
+            darling::Error::custom("expected a positive integer literal: `chunk = 8`")
+                .with_span(value)
+        };
+        match value {
+            syn::Lit::Int(i) => match i.base10_parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Chunk(n)),
+                _ => Err(err()),
+            },
+            _ => Err(err()),
+        }
+    }
 }
 
 impl LoopArgs {
@@ -81,6 +120,7 @@ pub(crate) fn parse_undo(tokens: TokenStream, span: Span) -> syn::Result<syn::Ex
 /// Rejects options that are not in `valid`, listing the valid ones.
 fn check_known(metas: &[NestedMeta], attr: &str, valid: &[&str]) -> syn::Result<()> {
     let mut errors: Option<syn::Error> = None;
+    let mut seen: Vec<String> = Vec::new();
     for meta in metas {
         let path = match meta {
             NestedMeta::Meta(m) => m.path(),
@@ -101,7 +141,19 @@ fn check_known(metas: &[NestedMeta], attr: &str, valid: &[&str]) -> syn::Result<
         let known = path
             .get_ident()
             .is_some_and(|i| valid.iter().any(|v| i == v));
-        if !known {
+        if known {
+            let name = path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            if seen.contains(&name) {
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        path,
+                        format!("duplicate `#[{attr}]` option `{name}`; remove one"),
+                    ),
+                );
+            }
+            seen.push(name);
+        } else {
             let name = path
                 .segments
                 .iter()

@@ -14,6 +14,9 @@ pub(crate) struct BodyInfo {
     pub(crate) accumulated: Vec<Ident>,
     /// Whether the body has a `return` or `?` of the enclosing function.
     pub(crate) returns: bool,
+    /// Variables of the function the body reads (checked to be `Sync`), each at its
+    /// first mention.
+    pub(crate) shared: Vec<Ident>,
     /// Locals carried across each top-level `checkpoint!()`.
     pub(crate) carried: Vec<Vec<Binding>>,
     /// What `valid.rs` reports.
@@ -21,7 +24,11 @@ pub(crate) struct BodyInfo {
 }
 
 /// Reads the body of `f`; `outer_muts` are the `mut` variables of the function.
-pub(crate) fn analyze(f: &ExprForLoop, outer_muts: &BTreeSet<String>) -> BodyInfo {
+pub(crate) fn analyze(
+    f: &ExprForLoop,
+    outer_muts: &BTreeSet<String>,
+    variables: &BTreeSet<String>,
+) -> BodyInfo {
     let mut bound = scan::all_bindings_in_block(&f.body);
     let mut pat = Vec::new();
     scan::pat_bindings(&f.pat, &mut pat);
@@ -56,7 +63,18 @@ pub(crate) fn analyze(f: &ExprForLoop, outer_muts: &BTreeSet<String>) -> BodyInf
             ));
         }
     }
+    let mut shared: Vec<Ident> = Vec::new();
+    for m in &w.mentions {
+        let name = m.to_string();
+        if variables.contains(&name)
+            && !w.accumulated.iter().any(|a| a == m)
+            && !shared.iter().any(|s| s == m)
+        {
+            shared.push(m.clone());
+        }
+    }
     BodyInfo {
+        shared,
         accumulated: w.accumulated,
         returns: w.returns,
         carried: scan::carried(f),
@@ -220,13 +238,13 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     }
                 }
             }
-            Expr::Yield(y) => self.error(
+            Expr::Yield(y) if self.closures == 0 => self.error(
                 y.yield_token,
                 "`yield` cannot be used in a `#[tls_loop]` loop body: epochs run on other threads \
                  and cannot suspend"
                     .into(),
             ),
-            Expr::Await(a) => self.error(
+            Expr::Await(a) if self.closures == 0 => self.error(
                 &a.await_token,
                 "`.await` cannot be used in a `#[tls_loop]` loop body: epochs run on other threads \
                  and cannot suspend; await before or after the loop"

@@ -9,7 +9,7 @@ use crate::body::BodyInfo;
 use crate::scan::{self, Binding, Mode};
 use crate::symbol::{CONSUMED, PRINT_MACROS, STREAMS, Stream, WRITE_MACROS};
 use crate::valid::{self, LoopPlan};
-use proc_macro2::{Ident, TokenStream, TokenTree};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::visit_mut::{self, VisitMut};
 use syn::{Expr, ExprForLoop, ImplItemFn, Stmt, parse_quote, parse_quote_spanned};
@@ -17,6 +17,12 @@ use syn::{Expr, ExprForLoop, ImplItemFn, Stmt, parse_quote, parse_quote_spanned}
 /// The path every generated item goes through.
 fn rt() -> TokenStream {
     quote!(::tls_runtime::__private)
+}
+
+/// The same path with `span`, so that an unmet bound of a helper is reported on the
+/// user's tokens.
+fn rt_at(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::tls_runtime::__private)
 }
 
 // =======================================================================================
@@ -60,7 +66,12 @@ impl VisitMut for Unmark {
         visit_mut::visit_expr_mut(self, e);
     }
     fn visit_block_mut(&mut self, b: &mut syn::Block) {
-        b.stmts.retain(|s| scan::checkpoint_stmt(s).is_none());
+        for s in &mut b.stmts {
+            if let Some(m) = scan::checkpoint_stmt(s) {
+                let path = &m.path;
+                *s = parse_quote!(#path!(@consumed););
+            }
+        }
         visit_mut::visit_block_mut(self, b);
     }
 }
@@ -218,6 +229,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
         accumulated,
         returns,
         carried,
+        shared,
         ..
     } = body;
     let for_span = l.for_token.span;
@@ -300,6 +312,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
             let next = format_ident!("S{}", k + 1);
             let carry = carried[k].iter().map(|b| {
                 let ident = &b.ident;
+                let rt = rt_at(ident.span());
                 quote_spanned!(ident.span()=> #rt::carry(#ident))
             });
             quote!(return #rt::Step::Checkpoint(__TlsSegment::#next((#(#carry,)*)));)
@@ -340,15 +353,35 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
         threads,
         chunk,
     } = args;
-    let name = name.map(|n| quote!(.name(#n)));
+    let name = name.map(|n| {
+        let n = n.0;
+        quote!(.name(#n))
+    });
     let threads = threads.map(|t| {
         let span = syn::spanned::Spanned::span(&t);
         quote_spanned!(span=> .threads(#t))
     });
-    let chunk = chunk.map(|c| quote!(.chunk(#c)));
-    let new_loop = quote_spanned!(for_span=> #rt::Loop::new());
+    let chunk = chunk.map(|c| {
+        let c = c.0;
+        quote!(.chunk(#c))
+    });
+    let rt_for = rt_at(for_span);
+    let new_loop = quote_spanned!(for_span=> #rt_for::Loop::new());
     let items = &l.expr;
 
+    // Spanned at `for`, so that a captured variable that is not `Sync` is reported
+    // there rather than on the attribute.
+    let step = quote_spanned! {for_span=>
+        |__tls_segment| -> #rt::Step<__TlsSegment<#(#holes),*>, #r_ty> {
+            match __tls_segment {
+                #(#arms)*
+            }
+        }
+    };
+    let shared_checks = shared.iter().map(|v| {
+        let rt = rt_at(v.span());
+        quote_spanned!(v.span()=> #rt::shared_with_epochs(&#v);)
+    });
     let after = if returns {
         quote! {
             if let #rt::LoopOutcome::Returned(__tls_returned) = __tls_outcome {
@@ -371,6 +404,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
                 #(#variants(#params)),*
             }
             static __TLS_SITE: #rt::LoopSite = #rt::LoopSite::new();
+            #(#shared_checks)*
             #(#acc_lets)*
             let __tls_outcome = #new_loop
                 .site(&__TLS_SITE)
@@ -380,11 +414,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
                 .run_segments(
                     #items,
                     |__tls_item| __TlsSegment::S0(__tls_item),
-                    |__tls_segment| -> #rt::Step<__TlsSegment<#(#holes),*>, #r_ty> {
-                        match __tls_segment {
-                            #(#arms)*
-                        }
-                    },
+                    #step,
                 );
             #after
         }
@@ -511,8 +541,9 @@ impl VisitMut for BodyRewriter<'_> {
                 self.visit_expr_mut(&mut t.expr);
                 let inner = &t.expr;
                 let q = t.question_token.span;
-                let branch = quote_spanned!(q=> #rt::branch(#inner));
-                let from = quote_spanned!(q=> #rt::from_residual(__tls_residual));
+                let rt_q = rt_at(q);
+                let branch = quote_spanned!(q=> #rt_q::branch(#inner));
+                let from = quote_spanned!(q=> #rt_q::from_residual(__tls_residual));
                 *e = Expr::Verbatim(quote! {
                     match #branch {
                         ::core::ops::ControlFlow::Continue(__tls_value) => __tls_value,
@@ -537,6 +568,7 @@ impl VisitMut for BodyRewriter<'_> {
                     let op = &b.op;
                     let right = &b.right;
                     let span = syn::spanned::Spanned::span(&*b);
+                    let acc = Ident::new(&acc.to_string(), span);
                     let record = quote_spanned!(span=> #acc.record);
                     *e = Expr::Verbatim(quote! {
                         {
@@ -597,6 +629,7 @@ fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
         }
     });
     let span = syn::spanned::Spanned::span(call);
+    let acc = Ident::new(&acc.to_string(), span);
     let record = quote_spanned!(span=> #acc.record);
     quote! {
         {
@@ -651,7 +684,16 @@ fn delayed_print(mac: &syn::Macro) -> Option<TokenStream> {
     }
     let s = stream_tokens(*stream);
     let text = format(&rest);
-    Some(quote!(#rt::write_at_commit(#s, #text, #newline)))
+    let handle = match stream {
+        Stream::Stdout => quote!(::std::io::Stdout),
+        Stream::Stderr => quote!(::std::io::Stderr),
+    };
+    // The never-called closure resolves `write_fmt` through the user's `Write` import,
+    // as `write!` did, so that import stays used.
+    Some(quote! {{
+        let _ = |__tls_w: &mut #handle| __tls_w.write_fmt(::core::format_args!(""));
+        #rt::write_at_commit(#s, #text, #newline)
+    }})
 }
 
 /// `a, rest...` -> (`a`, `rest...`).
@@ -684,28 +726,34 @@ pub(crate) fn spec_fn(kind: Kind, args: TokenStream, item: TokenStream) -> Token
         Err(e) => return fallback(item, e),
     };
     match valid::spec_fn(&f) {
-        Ok(plan) => {
-            // Before: #[escape] #[on_violation(undo)] fn f() {..}   (expanding `escape`)
-            // After:  fn f() { #[on_violation(@consumed)] fn __tls_consumed() {} .. }
-            // so that the import of the sibling attribute counts as used.
-            let consumed: Vec<TokenStream> = f
-                .attrs
-                .iter()
-                .filter_map(|a| a.attr.as_ref())
-                .map(|a| {
-                    let path = a.path();
-                    quote!(#[#path(@consumed)] fn __tls_consumed() {})
-                })
-                .collect();
-            let mut func = f.func;
-            if !consumed.is_empty() {
-                let block = &func.block;
-                func.block = parse_quote!({ #(#consumed)* #block });
-            }
-            spec_body(func, plan)
+        // Before: #[escape] #[on_violation(undo)] fn f() {..}   (expanding `escape`)
+        // After:  fn f() { #[on_violation(@consumed)] fn __tls_consumed() {} .. }
+        Ok(plan) => spec_body(with_consumed_siblings(f), plan),
+        Err(e) => {
+            let func = with_consumed_siblings(f);
+            fallback(func.into_token_stream(), e)
         }
-        Err(e) => fallback(f.func.into_token_stream(), e),
     }
+}
+
+/// The function with `#[sibling(@consumed)] fn __tls_consumed() {}` items for the
+/// sibling attributes taken off it, so that their imports count as used.
+fn with_consumed_siblings(f: SpecFn) -> ImplItemFn {
+    let consumed: Vec<TokenStream> = f
+        .attrs
+        .iter()
+        .filter_map(|a| a.attr.as_ref())
+        .map(|a| {
+            let path = a.path();
+            quote!(#[#path(@consumed)] fn __tls_consumed() {})
+        })
+        .collect();
+    let mut func = f.func;
+    if !consumed.is_empty() {
+        let block = &func.block;
+        func.block = parse_quote!({ #(#consumed)* #block });
+    }
+    func
 }
 
 fn spec_body(mut func: ImplItemFn, plan: SpecPlan) -> TokenStream {
@@ -718,9 +766,35 @@ fn spec_body(mut func: ImplItemFn, plan: SpecPlan) -> TokenStream {
     };
     let new_block: syn::Block = if plan.on_commit {
         // Before: #[on_commit] fn log(line: String) { body }
-        // After:  fn log(line: String) { on_commit(move || { body }) }
+        // After:  fn log(line: String) {
+        //             let line = commit_arg(line);            // Send + 'static, checked here
+        //             delay_call(move || { let line = commit_arg_value(line); body })
+        //         }
+        let named: Vec<&syn::PatIdent> = func
+            .sig
+            .inputs
+            .iter()
+            .filter_map(|a| match a {
+                syn::FnArg::Typed(t) => match &*t.pat {
+                    syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => Some(p),
+                    _ => None,
+                },
+                syn::FnArg::Receiver(_) => None,
+            })
+            .collect();
+        let check = named.iter().map(|p| {
+            let ident = &p.ident;
+            let rt_a = rt_at(ident.span());
+            quote_spanned!(ident.span()=> let #ident = #rt_a::commit_arg(#ident);)
+        });
+        let take = named.iter().map(|p| {
+            let ident = &p.ident;
+            let m = &p.mutability;
+            quote!(let #m #ident = #rt::commit_arg_value(#ident);)
+        });
         parse_quote!({
-            #rt::delay_call(move || #closure_ret #block)
+            #(#check)*
+            #rt::delay_call(move || #closure_ret { #(#take)* #block })
         })
     } else {
         let escape = plan.escape.unwrap_or_default();
@@ -735,20 +809,24 @@ fn spec_body(mut func: ImplItemFn, plan: SpecPlan) -> TokenStream {
         let check = escape.check.map(|check| {
             let args = check_args(&func.sig);
             let span = syn::spanned::Spanned::span(&check);
-            let call = quote_spanned!(span=> #rt::verdict((#check)(#(#args),*)));
+            let rt_c = rt_at(span);
+            let call = quote_spanned!(span=> #rt_c::verdict((#check)(#(#args),*)));
             quote!(#rt::escape_checked(&__TLS_ESCAPE_LOCK, || #call, || ());)
         });
         let undo = plan.undo.map(|undo| {
             let span = syn::spanned::Spanned::span(&undo);
-            let action = quote_spanned!(span=> #rt::undo_action(&__tls_returned, #undo));
+            let rt_u = rt_at(span);
+            let action = quote_spanned!(span=> #rt_u::undo_action(&__tls_returned, #undo));
             let ret_span = match &func.sig.output {
                 syn::ReturnType::Type(_, ty) => syn::spanned::Spanned::span(ty),
                 syn::ReturnType::Default => func.sig.ident.span(),
             };
-            let register = quote_spanned!(ret_span=> #rt::undo_with);
+            let rt_r = rt_at(ret_span);
+            let keep = quote_spanned!(ret_span=> #rt_r::keep_for_undo(&__tls_returned));
             quote! {
                 if #rt::is_speculative() {
-                    #register(&__tls_returned, #action);
+                    let __tls_kept = #keep;
+                    #rt::undo_with(__tls_kept, #action);
                 }
             }
         });

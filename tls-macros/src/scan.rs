@@ -262,8 +262,8 @@ pub(crate) struct Finder<'a> {
     pub(crate) mode: Mode,
     /// The epoch loops, in source order.
     pub(crate) selected: Vec<&'a ExprForLoop>,
-    /// `#[tls_loop]` on a `while` or `loop`.
-    pub(crate) bad_marks: Vec<(&'a syn::Attribute, TokenStream)>,
+    /// `#[tls_loop]` on a `while` or `loop` (the keyword).
+    pub(crate) bad_marks: Vec<(&'a syn::Attribute, &'static str)>,
     /// `checkpoint!()` outside every epoch loop.
     pub(crate) stray_checkpoints: Vec<&'a Macro>,
 }
@@ -324,13 +324,13 @@ impl<'a> Visit<'a> for Finder<'a> {
     }
     fn visit_expr_while(&mut self, e: &'a syn::ExprWhile) {
         if let Some(a) = marked(&e.attrs) {
-            self.bad_marks.push((a, quote::quote!(#e)));
+            self.bad_marks.push((a, "while"));
         }
         visit::visit_expr_while(self, e);
     }
     fn visit_expr_loop(&mut self, e: &'a syn::ExprLoop) {
         if let Some(a) = marked(&e.attrs) {
-            self.bad_marks.push((a, quote::quote!(#e)));
+            self.bad_marks.push((a, "loop"));
         }
         visit::visit_expr_loop(self, e);
     }
@@ -353,6 +353,24 @@ pub(crate) fn ref_mut_params(func: &syn::ImplItemFn) -> BTreeSet<String> {
                 if r.mutability.is_some() && p.mutability.is_none() && p.by_ref.is_none() {
                     names.insert(p.ident.to_string());
                 }
+            }
+        }
+    }
+    names
+}
+
+/// The function's variables: parameters (and `self`) and every name its body binds.
+pub(crate) fn fn_variables(func: &syn::ImplItemFn) -> BTreeSet<String> {
+    let mut names = all_bindings_in_block(&func.block);
+    for arg in &func.sig.inputs {
+        match arg {
+            syn::FnArg::Typed(t) => {
+                let mut b = Vec::new();
+                pat_bindings(&t.pat, &mut b);
+                names.extend(b.into_iter().map(|b| b.ident.to_string()));
+            }
+            syn::FnArg::Receiver(_) => {
+                names.insert("self".into());
             }
         }
     }

@@ -54,8 +54,8 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         );
     }
     let finder = Finder::find(&f.func.block);
-    for (mark, _) in &finder.bad_marks {
-        errors.spanned(mark, body::only_for(loop_keyword(mark, &f.func.block)));
+    for (mark, keyword) in &finder.bad_marks {
+        errors.spanned(mark, body::only_for(keyword));
     }
     for m in &finder.stray_checkpoints {
         errors.spanned(
@@ -88,6 +88,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         _ => {}
     }
     let outer_muts = scan::outer_mut_names(&f.func);
+    let variables = scan::fn_variables(&f.func);
     let mut plans = Vec::new();
     for l in &finder.selected {
         let args = match scan::marked(&l.attrs) {
@@ -100,7 +101,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
                 }
             },
         };
-        let mut info = body::analyze(l, &outer_muts);
+        let mut info = body::analyze(l, &outer_muts, &variables);
         for e in info.errors.drain(..) {
             errors.push(e);
         }
@@ -111,23 +112,6 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         });
     }
     errors.finish(plans)
-}
-
-/// `while` or `loop`, for the loop a bad mark sits on.
-fn loop_keyword(mark: &syn::Attribute, block: &syn::Block) -> &'static str {
-    use syn::visit::Visit;
-    struct Find<'m>(&'m syn::Attribute, &'static str);
-    impl<'ast> Visit<'ast> for Find<'_> {
-        fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
-            if e.attrs.iter().any(|a| a == self.0) {
-                self.1 = "loop";
-            }
-            syn::visit::visit_expr_loop(self, e);
-        }
-    }
-    let mut f = Find(mark, "while");
-    f.visit_block(block);
-    f.1
 }
 
 /// Checks the speculation attributes of a function.

@@ -184,7 +184,37 @@ pub fn write_at_commit(stream: Stream, text: String, newline: bool) -> std::io::
 // `#[on_commit]` and `#[on_violation]`
 // ---------------------------------------------------------------------------------------
 
-/// The call an `#[on_commit]` function delays: its arguments are moved into it.
+/// An argument of an `#[on_commit]` function, moved into the delayed call.
+#[diagnostic::on_unimplemented(
+    message = "the arguments of an `#[on_commit]` function must be `Send + 'static`, and `{Self}` is not",
+    label = "this argument is moved into a call that runs when the epoch commits",
+    note = "pass owned data (`String`, `Vec<T>`, `Arc<T>`) or `&'static` references"
+)]
+pub trait OnCommitArgumentMustBeSendAndStatic: Send + 'static {}
+impl<T: Send + 'static> OnCommitArgumentMustBeSendAndStatic for T {}
+
+/// An argument checked to be `Send + 'static` where the user declared it, so that the
+/// delayed call's closure needs no check of its own (which could only point at the
+/// attribute).
+pub struct CommitArg<T>(T);
+
+// SAFETY: a `CommitArg<T>` is only built by `commit_arg`, which requires `T: Send`.
+unsafe impl<T> Send for CommitArg<T> {}
+
+/// Checks an `#[on_commit]` argument.
+#[inline]
+pub fn commit_arg<T: OnCommitArgumentMustBeSendAndStatic>(arg: T) -> CommitArg<T> {
+    CommitArg(arg)
+}
+
+/// Takes a checked argument back inside the delayed call.
+#[inline]
+pub fn commit_arg_value<T>(arg: CommitArg<T>) -> T {
+    arg.0
+}
+
+/// The delayed body of an `#[on_commit]` function (the receiver, if any, and the
+/// arguments it did not bind by name travel in it unchecked by `commit_arg`).
 #[diagnostic::on_unimplemented(
     message = "the arguments of an `#[on_commit]` function must be `Send + 'static`",
     label = "the arguments are moved into a call that runs when the epoch commits",
@@ -219,25 +249,58 @@ impl<R, F: FnOnce(&R) + Send + 'static> UndoActionMustBeSendAndStatic<R> for F {
 pub trait EscapedReturnMustBeCloneSendStatic: Clone + Send + 'static {}
 impl<T: Clone + Send + 'static> EscapedReturnMustBeCloneSendStatic for T {}
 
+/// An undo action, checked where the user wrote it.
+pub type Undo<R> = Box<dyn FnOnce(&R) + Send + 'static>;
+
 /// Checks the undo action's type where the user wrote it.
 #[inline]
-pub fn undo_action<R, F>(_ret: &R, undo: F) -> F
+pub fn undo_action<R, F>(_ret: &R, undo: F) -> Undo<R>
 where
     F: FnOnce(&R) + UndoActionMustBeSendAndStatic<R>,
 {
-    undo
+    Box::new(undo)
 }
 
-/// Registers `undo` to run with a copy of `ret` if the epoch is rolled back past the
-/// escaped call that returned `ret`.
+/// A copy of the escaped call's return value, checked where the user wrote the return
+/// type.
+pub struct Kept<R>(R);
+
+/// Keeps a copy of the return value for the undo action.
 #[inline]
-pub fn undo_with<R: EscapedReturnMustBeCloneSendStatic, F: UndoActionMustBeSendAndStatic<R>>(
-    ret: &R,
-    undo: F,
-) {
-    let kept = ret.clone();
-    crate::escape::on_violation(move || undo(&kept));
+pub fn keep_for_undo<R: EscapedReturnMustBeCloneSendStatic>(ret: &R) -> Kept<R> {
+    Kept(ret.clone())
 }
+
+/// Registers `undo` to run with the kept copy if the epoch is rolled back past the
+/// escaped call.
+#[inline]
+pub fn undo_with<R: 'static>(kept: Kept<R>, undo: Undo<R>) {
+    let Kept(kept) = kept;
+    let kept = CommitArg(kept);
+    // `kept` is `Send`: `Kept` is only built by `keep_for_undo`, which requires it.
+    crate::escape::on_violation(move || {
+        let kept = kept;
+        undo(&kept.0)
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Variables the loop body reads
+// ---------------------------------------------------------------------------------------
+
+/// A variable declared outside a `#[tls_loop]` loop and read by its body: epochs on
+/// several threads read it at once.
+#[diagnostic::on_unimplemented(
+    message = "a variable read by a `#[tls_loop]` loop body must be `Sync`, and `{Self}` is not",
+    label = "epochs on several threads read this variable at once",
+    note = "keep data that iterations share in `Spec<T>`, `SpecVec<T>` or `SpecMap<K, V>`, or use a `Sync` type (an atomic, a `Mutex`) through `#[escape]`"
+)]
+pub trait VariableReadByEpochsMustBeSync: Sync {}
+impl<T: Sync + ?Sized> VariableReadByEpochsMustBeSync for T {}
+
+/// Checks a variable the loop body reads.
+#[inline]
+pub fn shared_with_epochs<T: VariableReadByEpochsMustBeSync + ?Sized>(_: &T) {}
 
 // ---------------------------------------------------------------------------------------
 // `#[escape(check = f)]`
