@@ -235,6 +235,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             scale,
             seed,
         } => {
+            let mut modes = modes;
+            // A mode named twice would report under the same JSON keys.
+            let mut seen = Vec::new();
+            modes.retain(|m| {
+                let first = !seen.contains(m);
+                seen.push(*m);
+                first
+            });
             if modes.is_empty() {
                 bail!("--modes needs at least one mode");
             }
