@@ -537,18 +537,30 @@ impl Wal {
         let first = from / self.seg_size;
         let mut out = Vec::new();
         let mut expect = first;
-        for seg in self.segments()? {
+        let segs = self.segments()?;
+        for &seg in &segs {
             if seg < first {
                 continue;
             }
             if seg != expect {
-                break;
+                // A hole in the middle of the log is damage, not a torn tail:
+                // refuse rather than cut off the later, committed records.
+                return Err(Error::Corrupt {
+                    page: 0,
+                    reason: "a log segment file is missing",
+                });
             }
             let bytes = std::fs::read(self.seg_path(seg))?;
             let full = bytes.len() as u64 == self.seg_size;
             out.extend_from_slice(&bytes);
             expect += 1;
             if !full {
+                if segs.iter().any(|&s| s > seg) {
+                    return Err(Error::Corrupt {
+                        page: 0,
+                        reason: "a log segment file is short",
+                    });
+                }
                 break;
             }
         }
