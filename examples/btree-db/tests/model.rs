@@ -84,6 +84,8 @@ fn run(ops: Vec<Op>, bulk: u16) {
         model.insert(k, v);
     }
     txn.commit().unwrap();
+    let height = db.path_to(t, &key(0)).unwrap().len();
+    assert!(height >= 3, "bulk load gave height {height}");
     for op in ops {
         let mut txn = db.begin();
         match op {
