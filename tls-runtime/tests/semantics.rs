@@ -455,3 +455,56 @@ fn speculative_types_work_from_ordinary_threads() {
     });
     assert_eq!(v.into_vec(), vec![1000; 8]);
 }
+
+#[test]
+fn squashed_epochs_undo_their_escaped_calls() {
+    for threads in THREADS {
+        static HELD: AtomicUsize = AtomicUsize::new(0);
+        static LOCK: EscapeLock = EscapeLock::new();
+        HELD.store(0, Ordering::SeqCst);
+        let out = Loop::new().threads(threads).chunk(1).run(0..200u64, |i| {
+            escape(&LOCK, || HELD.fetch_add(1, Ordering::SeqCst));
+            on_violation(|| {
+                HELD.fetch_sub(1, Ordering::SeqCst);
+            });
+            spin(3);
+            if i == 120 {
+                return Control::Return(i);
+            }
+            Control::Continue
+        });
+        assert_eq!(out, LoopOutcome::Returned(120));
+        // Epochs 0..=120 keep their call; every later one was squashed and undone.
+        assert_eq!(HELD.load(Ordering::SeqCst), 121, "threads={threads}");
+    }
+}
+
+#[test]
+fn accumulations_apply_in_epoch_order() {
+    for threads in THREADS {
+        let mut sum = 0.0f64;
+        let mut names: Vec<String> = Vec::new();
+        {
+            // SAFETY: both accumulators outlive the loop.
+            let (acc_sum, acc_names) = unsafe {
+                (
+                    tls_runtime::Accumulator::new(&mut sum),
+                    tls_runtime::Accumulator::new(&mut names),
+                )
+            };
+            Loop::new().threads(threads).run(1..=500u32, |i| {
+                spin(1);
+                acc_sum.record(move |s| *s += 1.0 / f64::from(i));
+                if i % 50 == 0 {
+                    acc_names.record(move |n| n.push(format!("item {i}")));
+                }
+                Control::<()>::Continue
+            });
+        }
+        let want = (1..=500u32).fold(0.0f64, |s, i| s + 1.0 / f64::from(i));
+        assert_eq!(sum.to_bits(), want.to_bits(), "threads={threads}");
+        assert_eq!(names.len(), 10);
+        assert_eq!(names[0], "item 50");
+        assert_eq!(names[9], "item 500");
+    }
+}

@@ -1,0 +1,84 @@
+//! `TLS_THREADS` and `TLS_MODE` are read once per process, so these tests re-run this
+//! test binary as a child with the variables set and check what the child saw.
+
+use std::process::Command;
+use tls_runtime::{Control, Loop, RunMode, SpecVec};
+
+/// Runs the loop the children check; prints its report's mode and thread count.
+fn child_body() {
+    let v = SpecVec::from(vec![0u32; 64]);
+    Loop::new().run(0..64usize, |i| {
+        v.set(i, i as u32);
+        Control::<()>::Continue
+    });
+    let r = tls_runtime::last_report().unwrap();
+    assert_eq!(v.into_vec(), (0..64).collect::<Vec<_>>());
+    println!("CHILD mode={:?} threads={}", r.mode, r.threads);
+}
+
+#[test]
+fn child() {
+    if std::env::var_os("TLS_ENV_CHILD").is_some() {
+        child_body();
+    }
+}
+
+fn run_child(vars: &[(&str, &str)]) -> String {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("TLS_ENV_CHILD", "1");
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    stdout
+        .lines()
+        .find_map(|l| l.find("CHILD ").map(|at| &l[at..]))
+        .unwrap_or_else(|| panic!("no report line in {stdout}"))
+        .to_string()
+}
+
+#[test]
+fn sequential_mode_runs_loops_in_order() {
+    let line = run_child(&[("TLS_MODE", "sequential"), ("TLS_THREADS", "4")]);
+    assert_eq!(
+        line,
+        format!("CHILD mode={:?} threads=1", RunMode::Sequential)
+    );
+}
+
+#[test]
+fn thread_count_comes_from_the_environment() {
+    let line = run_child(&[("TLS_MODE", "parallel"), ("TLS_THREADS", "3")]);
+    assert_eq!(
+        line,
+        format!("CHILD mode={:?} threads=3", RunMode::Parallel)
+    );
+    let line = run_child(&[("TLS_THREADS", "1")]);
+    assert_eq!(
+        line,
+        format!("CHILD mode={:?} threads=1", RunMode::Sequential)
+    );
+}
+
+#[test]
+fn bad_settings_fall_back_with_a_warning() {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("TLS_ENV_CHILD", "1")
+        .env("TLS_MODE", "fast")
+        .env("TLS_THREADS", "zero")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown TLS_MODE=\"fast\""), "{stderr}");
+    assert!(
+        stderr.contains("TLS_THREADS=\"zero\" is not a positive integer"),
+        "{stderr}"
+    );
+}
