@@ -21,7 +21,8 @@ pub(crate) enum LockMode {
     Exclusive,
 }
 
-const SHARDS: usize = 64;
+/// Few shards: the machine has few cores, and small maps stay in cache.
+const SHARDS: usize = 16;
 
 /// Holders of one lock. Almost always one: kept inline, spilling to a
 /// vector only for several shared holders, so granting allocates nothing.
