@@ -161,16 +161,16 @@ fn assign_error(name: &Ident) -> String {
 
 impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_stmt(&mut self, s: &'ast Stmt) {
-        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s {
-            if let Some(recv) = scan::accumulating_receiver(call) {
-                if self.outer(recv) && self.outer_muts.contains(&recv.to_string()) {
-                    self.accumulate(recv);
-                    for a in &call.args {
-                        self.visit_expr(a);
-                    }
-                    return;
-                }
+        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s
+            && let Some(recv) = scan::accumulating_receiver(call)
+            && self.outer(recv)
+            && self.outer_muts.contains(&recv.to_string())
+        {
+            self.accumulate(recv);
+            for a in &call.args {
+                self.visit_expr(a);
             }
+            return;
         }
         if let Some(m) = scan::checkpoint_stmt(s) {
             self.error(
@@ -218,8 +218,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 }
             }
             Expr::MethodCall(call) => {
-                if let Some(recv) = scan::accumulating_receiver(call) {
-                    if self.outer(recv) && self.outer_muts.contains(&recv.to_string()) {
+                if let Some(recv) = scan::accumulating_receiver(call)
+                    && self.outer(recv) && self.outer_muts.contains(&recv.to_string()) {
                         let msg = format!(
                             "the result of `{recv}.{}(...)` is used, so it is not a write-only \
                              accumulation into `{recv}` (declared outside the `#[tls_loop]` loop); \
@@ -229,14 +229,12 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                         );
                         self.error(call, msg);
                     }
-                }
             }
             Expr::Path(p) => {
-                if let (None, Some(i)) = (&p.qself, p.path.get_ident()) {
-                    if self.outer(i) {
+                if let (None, Some(i)) = (&p.qself, p.path.get_ident())
+                    && self.outer(i) {
                         self.mentions.push(i.clone());
                     }
-                }
             }
             Expr::Yield(y) if self.closures == 0 => self.error(
                 y.yield_token,
@@ -245,7 +243,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     .into(),
             ),
             Expr::Await(a) if self.closures == 0 => self.error(
-                &a.await_token,
+                a.await_token,
                 "`.await` cannot be used in a `#[tls_loop]` loop body: epochs run on other threads \
                  and cannot suspend; await before or after the loop"
                     .into(),

@@ -99,7 +99,7 @@ enum RetKind {
     /// `fn f()`: returns `()`.
     Unit,
     /// A return type that can be written inside the body.
-    Named(syn::Type),
+    Named(Box<syn::Type>),
     /// `impl Trait` or elided lifetimes: left to inference.
     Infer,
 }
@@ -110,7 +110,7 @@ impl RetKind {
             syn::ReturnType::Default => RetKind::Unit,
             syn::ReturnType::Type(_, ty) => {
                 if nameable(ty.to_token_stream()) {
-                    RetKind::Named((**ty).clone())
+                    RetKind::Named(ty.clone())
                 } else {
                     RetKind::Infer
                 }
@@ -146,10 +146,8 @@ fn nameable(tokens: TokenStream) -> bool {
                     return false;
                 }
             }
-            TokenTree::Group(g) => {
-                if !nameable(g.stream()) {
-                    return false;
-                }
+            TokenTree::Group(g) if !nameable(g.stream()) => {
+                return false;
             }
             _ => {}
         }
@@ -466,21 +464,21 @@ impl BodyRewriter<'_> {
 
 impl VisitMut for BodyRewriter<'_> {
     fn visit_stmt_mut(&mut self, s: &mut Stmt) {
-        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s {
-            if let Some(acc) = scan::accumulating_receiver(call).and_then(|r| self.accumulator(r)) {
-                for a in call.args.iter_mut() {
-                    self.visit_expr_mut(a);
-                }
-                *s = Stmt::Expr(Expr::Verbatim(record_method(&acc, call)), None);
-                return;
+        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s
+            && let Some(acc) = scan::accumulating_receiver(call).and_then(|r| self.accumulator(r))
+        {
+            for a in call.args.iter_mut() {
+                self.visit_expr_mut(a);
             }
+            *s = Stmt::Expr(Expr::Verbatim(record_method(&acc, call)), None);
+            return;
         }
-        if let Stmt::Macro(m) = s {
-            if let Some(e) = delayed_print(&m.mac) {
-                let semi = m.semi_token.or(Some(Default::default()));
-                *s = Stmt::Expr(Expr::Verbatim(e), semi);
-                return;
-            }
+        if let Stmt::Macro(m) = s
+            && let Some(e) = delayed_print(&m.mac)
+        {
+            let semi = m.semi_token.or(Some(Default::default()));
+            *s = Stmt::Expr(Expr::Verbatim(e), semi);
+            return;
         }
         visit_mut::visit_stmt_mut(self, s);
     }

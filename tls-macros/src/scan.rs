@@ -348,12 +348,13 @@ impl<'a> Visit<'a> for Finder<'a> {
 pub(crate) fn ref_mut_params(func: &syn::ImplItemFn) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for arg in &func.sig.inputs {
-        if let syn::FnArg::Typed(t) = arg {
-            if let (Pat::Ident(p), syn::Type::Reference(r)) = (&*t.pat, &*t.ty) {
-                if r.mutability.is_some() && p.mutability.is_none() && p.by_ref.is_none() {
-                    names.insert(p.ident.to_string());
-                }
-            }
+        if let syn::FnArg::Typed(t) = arg
+            && let (Pat::Ident(p), syn::Type::Reference(r)) = (&*t.pat, &*t.ty)
+            && r.mutability.is_some()
+            && p.mutability.is_none()
+            && p.by_ref.is_none()
+        {
+            names.insert(p.ident.to_string());
         }
     }
     names

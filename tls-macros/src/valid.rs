@@ -213,27 +213,27 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
     }
     if let Some(EscapeArgs { check: Some(_) }) = &plan.escape {
         for arg in &sig.inputs {
-            if let syn::FnArg::Typed(t) = arg {
-                if !matches!(&*t.pat, syn::Pat::Ident(_)) {
-                    errors.spanned(
-                        &t.pat,
-                        "`#[escape(check = ...)]` passes each parameter to the check by name; \
+            if let syn::FnArg::Typed(t) = arg
+                && !matches!(&*t.pat, syn::Pat::Ident(_))
+            {
+                errors.spanned(
+                    &t.pat,
+                    "`#[escape(check = ...)]` passes each parameter to the check by name; \
                          bind this parameter to a name and destructure it in the body",
-                    );
-                }
+                );
             }
         }
     }
     if let Some(undo) = &plan.undo {
-        if let syn::ReturnType::Type(_, ty) = &sig.output {
-            if let Some(r) = borrowed(ty) {
-                errors.spanned(
-                    r,
-                    "an `#[on_violation]` function must return an owned value: the undo action \
+        if let syn::ReturnType::Type(_, ty) = &sig.output
+            && let Some(r) = borrowed(ty)
+        {
+            errors.spanned(
+                r,
+                "an `#[on_violation]` function must return an owned value: the undo action \
                      gets a copy of it, possibly after this borrow has ended; return an id or an \
                      `Arc` instead",
-                );
-            }
+            );
         }
         let _ = undo.span();
     }

@@ -360,8 +360,8 @@ fn accumulate(xs: &[u64], threads: usize, hits: &mut Vec<u64>) -> Totals {
         order.push(i);
         words.extend((0..w % 3).map(|k| format!("{i}.{k}")));
         index.insert(w % 50, i);
-        text.push_str(if w % 2 == 0 { "e" } else { "o" });
-        if w % 5 == 0 {
+        text.push_str(if w.is_multiple_of(2) { "e" } else { "o" });
+        if w.is_multiple_of(5) {
             hits.push(x);
         }
     }
@@ -392,8 +392,8 @@ fn accumulate_plain(xs: &[u64], hits: &mut Vec<u64>) -> Totals {
         order.push(i);
         words.extend((0..w % 3).map(|k| format!("{i}.{k}")));
         index.insert(w % 50, i);
-        text.push_str(if w % 2 == 0 { "e" } else { "o" });
-        if w % 5 == 0 {
+        text.push_str(if w.is_multiple_of(2) { "e" } else { "o" });
+        if w.is_multiple_of(5) {
             hits.push(x);
         }
     }

@@ -1,0 +1,17 @@
+use tls_runtime::on_commit;
+
+struct Log;
+
+impl Log {
+    #[on_commit]
+    fn append(&self, line: String) {
+        let _ = line;
+    }
+}
+
+#[on_commit]
+fn print_line(line: &str) {
+    println!("{line}");
+}
+
+fn main() {}
