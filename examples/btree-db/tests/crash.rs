@@ -91,11 +91,18 @@ fn child(dir: &Path, round: u32) {
                             (a + 1 + (rng(&mut seed) % (ACCOUNTS as u64 - 1)) as u32) % ACCOUNTS;
                         let amount = (rng(&mut seed) % 50) as i64;
                         let abort = rng(&mut seed).is_multiple_of(10);
+                        let slow = rng(&mut seed).is_multiple_of(3);
                         let mut txn = db.begin();
                         let r = (|| -> btree_db::Result<()> {
                             txn.get_for_update(bank, &acct(a), &mut buf)?;
                             let va = i64::from_le_bytes(buf[..8].try_into().unwrap());
                             txn.update(bank, &acct(a), &(va - amount).to_le_bytes())?;
+                            if slow {
+                                // Stay half done for a while: the checkpointer
+                                // writes the debit to the log, and a kill here
+                                // leaves a loser that recovery must undo.
+                                std::thread::sleep(Duration::from_millis(3));
+                            }
                             txn.get_for_update(bank, &acct(b), &mut buf)?;
                             let vb = i64::from_le_bytes(buf[..8].try_into().unwrap());
                             txn.update(bank, &acct(b), &(vb + amount).to_le_bytes())?;
