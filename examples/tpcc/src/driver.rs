@@ -439,3 +439,44 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
 fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut r = RunReport::new(Mode::Sqlite);
+        // 1 us .. 100 us
+        r.latencies[TxnKind::Payment.index()] = (1..=100).rev().map(|us| us * 1000).collect();
+        assert_eq!(r.percentile_us(TxnKind::Payment, 50.0), Some(50.0));
+        assert_eq!(r.percentile_us(TxnKind::Payment, 95.0), Some(95.0));
+        assert_eq!(r.percentile_us(TxnKind::Payment, 100.0), Some(100.0));
+        assert_eq!(r.percentile_us(TxnKind::NewOrder, 50.0), None);
+        assert_eq!(r.count(), 100);
+    }
+
+    #[test]
+    fn ack_log_round_trips_and_ignores_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acks");
+        let mut log = AckLog::open(&path).unwrap();
+        log.ack(1, 2, 3001).unwrap();
+        log.ack(65535, 10, u32::MAX).unwrap();
+        drop(log);
+        assert_eq!(
+            read_ack_log(&path).unwrap(),
+            [(1, 2, 3001), (65535, 10, u32::MAX)]
+        );
+        // A line cut by a crash has no newline yet: it was never acknowledged.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("1 3 30");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(read_ack_log(&path).unwrap().len(), 2);
+        std::fs::write(&path, "1 2\n").unwrap();
+        assert!(read_ack_log(&path).is_err());
+        std::fs::write(&path, "1 2 3 4\n").unwrap();
+        assert!(read_ack_log(&path).is_err());
+        assert!(read_ack_log(&dir.path().join("missing")).is_err());
+    }
+}
