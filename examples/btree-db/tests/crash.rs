@@ -213,7 +213,14 @@ fn kill_nine_recovery() {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(150 + rng(&mut seed) % 700));
+        // Every fourth round kills early, often inside the child's own
+        // recovery or its checkpoint at open: recovery must be restartable.
+        let delay = if round % 4 == 3 {
+            rng(&mut seed) % 60
+        } else {
+            150 + rng(&mut seed) % 700
+        };
+        std::thread::sleep(Duration::from_millis(delay));
         // Child::kill sends SIGKILL.
         child.kill().unwrap();
         let status = child.wait().unwrap();
