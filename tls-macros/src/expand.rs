@@ -402,6 +402,9 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
                 #(#variants(#params)),*
             }
             static __TLS_SITE: #rt::LoopSite = #rt::LoopSite::new();
+            // The items first, as the sequential loop evaluates them before the body
+            // runs (and before the accumulators borrow their variables).
+            let __tls_items = #items;
             #(#shared_checks)*
             #(#acc_lets)*
             let __tls_outcome = #new_loop
@@ -410,7 +413,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
                 #threads
                 #chunk
                 .run_segments(
-                    #items,
+                    __tls_items,
                     |__tls_item| __TlsSegment::S0(__tls_item),
                     #step,
                 );

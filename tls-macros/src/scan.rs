@@ -141,13 +141,18 @@ pub(crate) fn accumulating_receiver(call: &syn::ExprMethodCall) -> Option<&Ident
 /// Names mentioned in `tokens`: identifiers, and `{name}` inside string literals
 /// (inline format arguments).
 pub(crate) fn token_mentions(tokens: TokenStream, out: &mut Vec<Ident>) {
+    let mut after_dot = false;
     for tt in tokens {
+        let dot = matches!(&tt, TokenTree::Punct(p) if p.as_char() == '.');
         match tt {
+            // `v.len()`: a method or field name, not a variable.
+            TokenTree::Ident(_) if after_dot => {}
             TokenTree::Ident(i) => out.push(i),
             TokenTree::Group(g) => token_mentions(g.stream(), out),
             TokenTree::Literal(lit) => format_mentions(&lit.to_string(), lit.span(), out),
             TokenTree::Punct(_) => {}
         }
+        after_dot = dot;
     }
 }
 
@@ -375,6 +380,9 @@ pub(crate) fn fn_variables(func: &syn::ImplItemFn) -> BTreeSet<String> {
             }
         }
     }
+    // `None`, `Ordering::Less` and the like appear as bindings in patterns; variables
+    // are lowercase.
+    names.retain(|n| n.starts_with(|c: char| c.is_lowercase() || c == '_'));
     names
 }
 

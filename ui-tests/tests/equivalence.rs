@@ -512,3 +512,30 @@ fn printing_keeps_sequential_order() {
         assert_eq!(threes, expected_threes, "threads {t}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Loop sources that mention an accumulated variable; names that look like variables.
+// ---------------------------------------------------------------------------------------
+
+#[tls_loop(threads = threads)]
+fn doubled(start: Option<Vec<u64>>, threads: usize) -> Vec<u64> {
+    let mut log = match start {
+        Some(v) => v,
+        None => vec![1, 2, 3],
+    };
+    // The source is evaluated once, before the body runs, as sequentially.
+    for x in log.clone() {
+        let extra: Option<u64> = None;
+        log.push(x * 10 + extra.unwrap_or(0));
+        println!("{}", [x].len());
+    }
+    log
+}
+
+#[test]
+fn loop_source_is_evaluated_before_accumulating() {
+    for t in THREADS {
+        assert_eq!(doubled(None, t), [1, 2, 3, 10, 20, 30], "threads {t}");
+        assert_eq!(doubled(Some(vec![5]), t), [5, 50], "threads {t}");
+    }
+}
