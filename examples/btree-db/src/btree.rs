@@ -111,6 +111,19 @@ impl Store {
         (meta, cat)
     }
 
+    /// The log seam: every record an operation produces goes through here.
+    /// [`Wal::append`] assigns the LSN, which is then stamped on each page the
+    /// record changed (all still exclusively latched, so per-page LSN order
+    /// is modification order). A speculative epoch can defer this call, and
+    /// the stamping with it, to its commit.
+    pub(crate) fn log(&self, rec: &mut RecBuilder, pages: &mut [&mut dyn PageWrite]) -> u64 {
+        let lsn = self.wal.append(rec.finish());
+        for p in pages.iter_mut() {
+            p.set_page_lsn(lsn);
+        }
+        lsn
+    }
+
     /// Number of pages allocated (the file may be shorter until write-back).
     pub(crate) fn page_count(&self) -> Result<u32> {
         let m = self.pool.get_page(META_PAGE)?;
@@ -159,9 +172,7 @@ impl Store {
         let mut g = p.write();
         node::init(&mut g, KIND_LEAF, 0);
         rec.op_image(id, &g);
-        let lsn = self.wal.append(rec.finish());
-        g.set_page_lsn(lsn);
-        meta.set_page_lsn(lsn);
+        self.log(&mut rec, &mut [&mut g, &mut meta]);
         Ok(id)
     }
 
@@ -202,9 +213,7 @@ impl Store {
             rec.op_write(id, OFF_NEXT_FREE, &head.to_le_bytes());
             meta.write_u32(META_FREE_HEAD, id);
             rec.op_write(META_PAGE, META_FREE_HEAD, &id.to_le_bytes());
-            let lsn = self.wal.append(rec.finish());
-            g.set_page_lsn(lsn);
-            meta.set_page_lsn(lsn);
+            self.log(&mut rec, &mut [&mut g, &mut meta]);
         }
         Ok(())
     }
@@ -435,9 +444,7 @@ impl Store {
         }
         rec.start_ops();
         op(rec);
-        let lsn = self.wal.append(rec.finish());
-        g.set_page_lsn(lsn);
-        ctx.prev = lsn;
+        ctx.prev = self.log(rec, &mut [g]);
     }
 
     /// Splits the latched node `p` (one redo-only record) and returns the
@@ -491,11 +498,7 @@ impl Store {
             rec.op_image(lid, &lg);
             rec.op_image(rid, &rg);
             rec.op_image(p.id(), &*g);
-            let lsn = self.wal.append(rec.finish());
-            lg.set_page_lsn(lsn);
-            rg.set_page_lsn(lsn);
-            g.set_page_lsn(lsn);
-            meta.set_page_lsn(lsn);
+            self.log(rec, &mut [&mut lg, &mut rg, g, &mut meta]);
             drop(lg);
             drop(lp);
         } else {
@@ -510,10 +513,7 @@ impl Store {
             node::build(g, kind, level, &cells[..m], Some(&sep), rid);
             rec.op_image(rid, &rg);
             rec.op_image(p.id(), &*g);
-            let lsn = self.wal.append(rec.finish());
-            rg.set_page_lsn(lsn);
-            g.set_page_lsn(lsn);
-            meta.set_page_lsn(lsn);
+            self.log(rec, &mut [&mut rg, g, &mut meta]);
         }
         // Latch before pin, always.
         drop(rg);
@@ -570,8 +570,7 @@ impl Store {
         rec.begin(0, 0, KIND_SMO);
         rec.start_ops();
         rec.op_insert(p.id(), sep, val);
-        let lsn = self.wal.append(rec.finish());
-        g.set_page_lsn(lsn);
+        self.log(rec, &mut [g]);
     }
 
     /// Walks every level of a tree checking order, high keys, right links and

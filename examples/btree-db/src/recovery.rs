@@ -121,7 +121,7 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
             }
         }
         ctx.rec.begin(txn, ctx.prev, KIND_ABORT);
-        wal.append(ctx.rec.finish());
+        store.log(&mut ctx.rec, &mut []);
     }
     Ok(())
 }

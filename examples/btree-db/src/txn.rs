@@ -339,10 +339,9 @@ impl<'db> Txn<'db> {
         if self.wrote {
             let rec = &mut self.s.ctx.rec;
             rec.begin(self.id, self.s.ctx.prev, KIND_COMMIT);
-            let bytes = rec.finish();
-            let len = bytes.len() as u64;
+            let lsn = self.db.store.log(rec, &mut []);
+            let len = rec.buf.len() as u64;
             let wal = &self.db.store.wal;
-            let lsn = wal.append(bytes);
             result = match self.db.options.sync {
                 SyncMode::Off => Ok(()),
                 SyncMode::Normal => wal.flush(lsn + len, false),
@@ -399,7 +398,7 @@ impl<'db> Txn<'db> {
         }
         let rec = &mut self.s.ctx.rec;
         rec.begin(self.id, self.s.ctx.prev, KIND_ABORT);
-        store.wal.append(rec.finish());
+        store.log(rec, &mut []);
         Ok(())
     }
 }
