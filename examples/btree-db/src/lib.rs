@@ -78,7 +78,8 @@
 //!   byte ranges at offsets); no slice into a frame outlives one call.
 //! * `BufferPool::get_page` / `put_page`, `LockManager::acquire` /
 //!   `release_one`, and `Cursor` open / [`Cursor::close`] are plain functions.
-//! * Every log record goes through `Wal::append`, which assigns the LSN.
+//! * Every log record goes through one call, `Store::log`, where
+//!   `Wal::append` assigns the LSN and the changed pages are stamped with it.
 //! * The lock manager counts acquisitions per transaction and lock, so one
 //!   acquisition can be undone.
 
