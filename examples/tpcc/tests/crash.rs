@@ -59,18 +59,30 @@ fn kill_and_check(mode: &str, dir: &Path, rounds: usize) {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let delay = Duration::from_millis(rng.random_range(150..1200));
+        // Even rounds kill at a random time after the start, which may fall in opening
+        // and recovery; odd rounds first wait for this run's first acknowledged order, so
+        // that every test kills a run that is committing, however slow the machine.
+        let acked_before = std::fs::metadata(&ack).map(|m| m.len()).unwrap_or(0);
         let started = Instant::now();
-        // Die early only if the run itself failed.
-        while started.elapsed() < delay {
-            if let Some(status) = child.try_wait().unwrap() {
-                let out = child.wait_with_output().unwrap();
-                panic!(
-                    "{mode}: run exited early ({status}): {}",
-                    String::from_utf8_lossy(&out.stderr)
+        if round % 2 == 1 {
+            while std::fs::metadata(&ack).map(|m| m.len()).unwrap_or(0) == acked_before {
+                exited_early(mode, &mut child);
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{mode}: no order acknowledged within a minute"
                 );
+                std::thread::sleep(Duration::from_millis(5));
             }
-            std::thread::sleep(Duration::from_millis(10));
+        }
+        let delay = Duration::from_millis(rng.random_range(if round % 2 == 1 {
+            0..600
+        } else {
+            100..1200
+        }));
+        let waited = Instant::now();
+        while waited.elapsed() < delay {
+            exited_early(mode, &mut child);
+            std::thread::sleep(Duration::from_millis(5));
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
@@ -95,6 +107,18 @@ fn kill_and_check(mode: &str, dir: &Path, rounds: usize) {
         total_acked = acked;
     }
     assert!(total_acked > 0, "{mode}: no order was ever acknowledged");
+}
+
+/// Fails the test if the run ended by itself: it only ends early when it failed.
+fn exited_early(mode: &str, child: &mut std::process::Child) {
+    if let Some(status) = child.try_wait().unwrap() {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("{mode}: run exited early ({status}): {err}");
+    }
 }
 
 #[test]
