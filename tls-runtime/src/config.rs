@@ -3,7 +3,11 @@
 //! - `TLS_THREADS`: threads per loop, the caller included (default: all cores).
 //! - `TLS_MODE`: `parallel` (default) or `sequential` (every loop runs in order on the
 //!   calling thread, with no speculation: the baseline to compare against).
-//! - `TLS_REPORT=stderr`: print each loop's report to stderr when it ends.
+//! - `TLS_REPORT=stderr`: print each loop's report to stderr when it ends, and a summary
+//!   per loop name when the process exits; `TLS_REPORT=<path>.json`: write the reports,
+//!   aggregated per loop name, to that file as JSON when the process exits.
+//! - `TLS_TRACE=<path>.json`: write a timeline of every epoch attempt in Chrome trace
+//!   event format (open it in Perfetto or chrome://tracing) when the process exits.
 //! - `TLS_SPIN_US`: how long idle workers spin, looking for work, before they park
 //!   (default 1000 microseconds).
 
@@ -19,11 +23,20 @@ pub enum Mode {
     Sequential,
 }
 
+/// Where loop reports go, from `TLS_REPORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReportSink {
+    None,
+    Stderr,
+    Json(std::path::PathBuf),
+}
+
 #[derive(Debug)]
 pub(crate) struct Env {
     pub(crate) threads: usize,
     pub(crate) mode: Mode,
-    pub(crate) report_stderr: bool,
+    pub(crate) report: ReportSink,
+    pub(crate) trace: Option<std::path::PathBuf>,
     pub(crate) spin_after: Duration,
 }
 
@@ -58,7 +71,23 @@ fn read_env() -> Env {
             Mode::Parallel
         }
     };
-    let report_stderr = matches!(std::env::var("TLS_REPORT").as_deref(), Ok("stderr"));
+    let report = match std::env::var("TLS_REPORT") {
+        Err(_) => ReportSink::None,
+        Ok(s) if s.is_empty() => ReportSink::None,
+        Ok(s) if s == "stderr" => ReportSink::Stderr,
+        Ok(s) => {
+            if !s.ends_with(".json") {
+                eprintln!(
+                    "tls-runtime: TLS_REPORT={s:?} is neither `stderr` nor a `.json` path; \
+                     writing JSON there anyway"
+                );
+            }
+            ReportSink::Json(s.into())
+        }
+    };
+    let trace = std::env::var_os("TLS_TRACE")
+        .filter(|s| !s.is_empty())
+        .map(std::path::PathBuf::from);
     let spin_after = std::env::var("TLS_SPIN_US")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
@@ -66,7 +95,8 @@ fn read_env() -> Env {
     Env {
         threads,
         mode,
-        report_stderr,
+        report,
+        trace,
         spin_after,
     }
 }

@@ -62,7 +62,9 @@ mod panic_hook;
 mod report;
 mod run;
 mod schedule;
+mod sink;
 mod sync;
+mod trace;
 mod workers;
 
 #[cfg(all(test, loom))]

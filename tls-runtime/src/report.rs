@@ -1,6 +1,7 @@
 //! What a speculative loop did: counts, where the time went, and the dependences that
 //! caused violations, ranked by the time they wasted.
 
+use crate::config::ReportSink;
 use core::fmt;
 use core::panic::Location;
 use std::cell::RefCell;
@@ -158,8 +159,13 @@ pub fn last_report() -> Option<LoopReport> {
 }
 
 pub(crate) fn set_last(report: LoopReport) {
-    if crate::config::env().report_stderr {
-        eprint!("{report}");
+    match &crate::config::env().report {
+        ReportSink::None => {}
+        ReportSink::Stderr => {
+            eprint!("{report}");
+            crate::sink::record(&report);
+        }
+        ReportSink::Json(_) => crate::sink::record(&report),
     }
     LAST.with(|l| *l.borrow_mut() = Some(report));
 }

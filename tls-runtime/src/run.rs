@@ -176,7 +176,13 @@ impl Loop {
         let name = self.display_name();
         let site = self.site.unwrap_or_else(|| site_for(self.location, &name));
         let t0 = Instant::now();
-        let (ending, stats) = crate::schedule::run(iter, threads, self.chunk, site, start, step);
+        let trace = crate::trace::enabled().then(|| {
+            crate::sink::ensure_written_at_exit();
+            crate::trace::base();
+            std::sync::Arc::<str>::from(name.as_str())
+        });
+        let (ending, stats) =
+            crate::schedule::run(iter, threads, self.chunk, site, trace, start, step);
         let wall = t0.elapsed();
         set_last(stats.into_report(name, self.location, RunMode::Parallel, threads, wall));
         match ending {

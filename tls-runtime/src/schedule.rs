@@ -35,12 +35,13 @@ use crate::epoch::{
 };
 use crate::report::ThreadStats;
 use crate::sync::AtomicU64;
+use crate::trace::{self, Kind};
 use crate::workers::{self, Job, backoff};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub(crate) type Payload = Box<dyn Any + Send>;
@@ -68,6 +69,7 @@ pub(crate) fn run<It, S, R, St, Sp>(
     threads: usize,
     chunk: Option<usize>,
     site: &'static LoopSite,
+    trace: Option<Arc<str>>,
     start: &St,
     step: &Sp,
 ) -> (Option<Ending<R>>, ThreadStats)
@@ -103,6 +105,7 @@ where
         stats: Mutex::new(ThreadStats::default()),
         inside: AtomicUsize::new(0),
         claimable: AtomicBool::new(true),
+        trace,
         start,
         step,
     };
@@ -251,6 +254,8 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     stats: Mutex<ThreadStats>,
     inside: AtomicUsize,
     claimable: AtomicBool,
+    /// The loop's name, when `TLS_TRACE` records a timeline.
+    trace: Option<Arc<str>>,
     start: &'a St,
     step: &'a Sp,
 }
@@ -331,6 +336,10 @@ where
                 (Some((since, full)), None) => {
                     *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
                     waiting = None;
+                    if let Some(name) = &self.trace {
+                        let kind = if full { Kind::Waiting } else { Kind::Idle };
+                        trace::span(kind, name, 0, since, Instant::now(), None);
+                    }
                 }
                 (None, Some(full)) => waiting = Some((Instant::now(), full)),
                 _ => {}
@@ -351,6 +360,7 @@ where
             *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
         }
         votes.flush(self.site, &ts);
+        trace::flush_thread();
         ts.present = entered.elapsed();
         ts.busy = ts.present.saturating_sub(ts.wasted + ts.wait + ts.idle);
         lock(&self.stats).merge(ts);
@@ -446,6 +456,8 @@ where
     /// no per-epoch bookkeeping), until the site wants to probe speculation again.
     /// Holds the claim lock, so no other thread starts an epoch meanwhile.
     fn run_in_order(&self, c: &mut Claim<It>, ts: &mut ThreadStats) {
+        let t0 = Instant::now();
+        let first = c.next;
         let mut n = 0;
         while self.site.in_order() {
             let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
@@ -494,6 +506,10 @@ where
         ts.epochs += n;
         ts.items += n;
         ts.in_order_epochs += n;
+        if let Some(name) = &self.trace {
+            let detail = format!("{n} iterations from epoch {first}");
+            trace::span(Kind::InOrder, name, first, t0, Instant::now(), Some(detail));
+        }
     }
 
     /// Runs a freshly claimed epoch speculatively until it finishes, then publishes it.
@@ -507,9 +523,20 @@ where
             let first = (self.start)(work.items[0].clone());
             work.snaps.push((0, first, Instant::now()));
             loop {
-                match self.attempt(&cx, &mut work) {
+                let t0 = Instant::now();
+                let attempt = self.attempt(&cx, &mut work);
+                if let Some(name) = &self.trace
+                    && !matches!(attempt, Attempt::Rollback)
+                {
+                    trace::span(Kind::Ran, name, index, t0, Instant::now(), None);
+                }
+                match attempt {
                     Attempt::Rollback => {
                         let (target, cause) = self.ring.slot(index).take_violation();
+                        if let Some(name) = &self.trace {
+                            let detail = cause.map(describe);
+                            trace::span(Kind::Violated, name, index, t0, Instant::now(), detail);
+                        }
                         if self.stop.load(Ordering::Acquire) < index {
                             self.squash(&cx, &mut work, ts);
                             return;
@@ -640,8 +667,10 @@ where
             _ if target != NOT_VIOLATED => Some(target),
             _ => None,
         };
+        let t0 = Instant::now();
         if let Some(target) = rerun_from {
             // Homefree now: the re-run sees only committed data and cannot be violated.
+            let detail = cause.map(describe);
             self.roll_back(&cx, &mut work, target, cause, ts);
             end = loop {
                 match self.attempt(&cx, &mut work) {
@@ -659,6 +688,9 @@ where
                     }
                 }
             };
+            if let Some(name) = &self.trace {
+                trace::span(Kind::Rerun, name, index, t0, Instant::now(), detail);
+            }
         }
         let ending = match end {
             End::Control(Control::Continue) => None,
@@ -677,7 +709,11 @@ where
             }
             End::RerunHomefree => unreachable!("re-run above"),
         };
+        let t1 = Instant::now();
         self.commit(&cx, index, ending);
+        if let Some(name) = &self.trace {
+            trace::span(Kind::Commit, name, index, t1, Instant::now(), None);
+        }
         ts.epochs += 1;
         ts.items += work.items.len() as u64;
         votes.epoch(work.rolled_back, work.items.len(), self.site, ts);
@@ -713,6 +749,16 @@ where
     fn squash(&self, cx: &EpochCx, work: &mut Work<It::Item, S>, ts: &mut ThreadStats) {
         if let Some(first) = work.snaps.first() {
             ts.wasted += first.2.elapsed();
+            if let Some(name) = &self.trace {
+                trace::span(
+                    Kind::Squashed,
+                    name,
+                    work.index,
+                    first.2,
+                    Instant::now(),
+                    None,
+                );
+            }
         }
         ts.squashed += 1;
         undo_to(cx, 0);
@@ -792,6 +838,15 @@ where
         }
         lock(&self.stats).merge(ts);
     }
+}
+
+/// "store file:line:col -> load file:line:col", for traces.
+fn describe(c: Cause) -> String {
+    format!(
+        "store {} -> load {}",
+        crate::report::SourceLocation(c.store),
+        crate::report::SourceLocation(c.load)
+    )
 }
 
 fn checkpoint<S: Clone>(cx: &EpochCx, pos: usize, next: &S, snaps: &mut Vec<(usize, S, Instant)>) {

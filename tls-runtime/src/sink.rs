@@ -1,0 +1,250 @@
+//! Reports and traces that outlive a loop: aggregated per loop name and written when
+//! the process exits (`TLS_REPORT=stderr` prints a summary, `TLS_REPORT=<path>.json`
+//! writes JSON), and the epoch timeline of `TLS_TRACE`.
+
+use crate::config::{ReportSink, env};
+use crate::report::{LoopReport, SourceLocation};
+use std::fmt::Write as _;
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+/// The totals of every run of one loop (by name).
+#[derive(Debug, Clone)]
+struct Totals {
+    name: String,
+    location: SourceLocation,
+    count: u64,
+    epochs: u64,
+    items: u64,
+    violations: u64,
+    rollbacks: u64,
+    squashed: u64,
+    wall: Duration,
+    busy: Duration,
+    wasted: Duration,
+    wait: Duration,
+    idle: Duration,
+    deps: Vec<DepTotals>,
+}
+
+#[derive(Debug, Clone)]
+struct DepTotals {
+    store: SourceLocation,
+    load: SourceLocation,
+    count: u64,
+    wasted: Duration,
+    segment: u32,
+    load_access: u32,
+}
+
+static TOTALS: Mutex<Vec<Totals>> = Mutex::new(Vec::new());
+
+fn ensure_exit_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        unsafe extern "C" {
+            fn atexit(f: extern "C" fn()) -> core::ffi::c_int;
+        }
+        // SAFETY: `atexit` is the C library's; `at_exit` is a plain `extern "C" fn`
+        // that catches every panic, so nothing unwinds into C.
+        unsafe {
+            atexit(at_exit);
+        }
+    });
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(flush);
+}
+
+/// Adds one loop run to the totals.
+pub(crate) fn record(r: &LoopReport) {
+    ensure_exit_hook();
+    let mut all = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
+    let t = match all.iter_mut().position(|t| t.name == r.name) {
+        Some(i) => &mut all[i],
+        None => {
+            all.push(Totals {
+                name: r.name.clone(),
+                location: r.location,
+                count: 0,
+                epochs: 0,
+                items: 0,
+                violations: 0,
+                rollbacks: 0,
+                squashed: 0,
+                wall: Duration::ZERO,
+                busy: Duration::ZERO,
+                wasted: Duration::ZERO,
+                wait: Duration::ZERO,
+                idle: Duration::ZERO,
+                deps: Vec::new(),
+            });
+            all.last_mut().expect("just pushed")
+        }
+    };
+    t.count += 1;
+    t.epochs += r.epochs;
+    t.items += r.items;
+    t.violations += r.violations;
+    t.rollbacks += r.rollbacks;
+    t.squashed += r.squashed;
+    t.wall += r.wall;
+    t.busy += r.busy;
+    t.wasted += r.wasted;
+    t.wait += r.wait;
+    t.idle += r.idle;
+    for d in &r.dependences {
+        match t
+            .deps
+            .iter_mut()
+            .find(|x| x.store == d.store && x.load == d.load)
+        {
+            Some(x) => {
+                let n = x.count + d.count;
+                x.load_access = ((u64::from(x.load_access) * x.count
+                    + u64::from(d.load_access) * d.count)
+                    / n.max(1)) as u32;
+                x.count = n;
+                x.wasted += d.wasted;
+                x.segment = x.segment.min(d.segment);
+            }
+            None => t.deps.push(DepTotals {
+                store: d.store,
+                load: d.load,
+                count: d.count,
+                wasted: d.wasted,
+                segment: d.segment,
+                load_access: d.load_access,
+            }),
+        }
+    }
+    t.deps
+        .sort_by(|a, b| b.wasted.cmp(&a.wasted).then(b.count.cmp(&a.count)));
+}
+
+/// Makes sure reports and traces are written when the process exits.
+pub(crate) fn ensure_written_at_exit() {
+    ensure_exit_hook();
+}
+
+/// Writes what the settings ask for; called at exit.
+pub(crate) fn flush() {
+    if let Some(path) = &env().trace {
+        crate::trace::flush_thread();
+        if let Err(e) = std::fs::write(path, crate::trace::to_json()) {
+            eprintln!(
+                "tls-runtime: cannot write the trace to {}: {e}",
+                path.display()
+            );
+        }
+    }
+    let all = TOTALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match &env().report {
+        ReportSink::None => {}
+        ReportSink::Stderr => eprint!("{}", summary(&all)),
+        ReportSink::Json(path) => {
+            if let Err(e) = std::fs::write(path, json(&all)) {
+                eprintln!(
+                    "tls-runtime: cannot write the loop report to {}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+fn summary(all: &[Totals]) -> String {
+    let mut out = String::from("tls-runtime: loop summary\n");
+    for t in all {
+        let _ = writeln!(
+            out,
+            "  {} ({}): {} runs, {} iterations, {} violations, {:.3?} wasted of {:.3?} busy",
+            t.name, t.location, t.count, t.items, t.violations, t.wasted, t.busy
+        );
+        if let Some(d) = t.deps.first() {
+            let _ = writeln!(
+                out,
+                "    top dependence: store {} -> load {} ({} violations, {:.3?})",
+                d.store, d.load, d.count, d.wasted
+            );
+        }
+    }
+    out
+}
+
+/// Quotes `s` as a JSON string.
+pub(crate) fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json(all: &[Totals]) -> String {
+    let ns = |d: Duration| d.as_nanos();
+    let mut out = String::from("[\n");
+    for (i, t) in all.iter().enumerate() {
+        let _ = write!(
+            out,
+            "  {{\"name\": {}, \"location\": {}, \"count\": {}, \"epochs\": {}, \"items\": {}, \
+             \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"wall_ns\": {}, \
+             \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
+             \"dependences\": [",
+            json_str(&t.name),
+            json_str(&t.location.to_string()),
+            t.count,
+            t.epochs,
+            t.items,
+            t.violations,
+            t.rollbacks,
+            t.squashed,
+            ns(t.wall),
+            ns(t.busy),
+            ns(t.wasted),
+            ns(t.wait),
+            ns(t.idle)
+        );
+        for (j, d) in t.deps.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{}{{\"store\": {}, \"load\": {}, \"count\": {}, \"wasted_ns\": {}, \
+                 \"segment\": {}, \"load_access\": {}}}",
+                if j > 0 { ", " } else { "" },
+                json_str(&d.store.to_string()),
+                json_str(&d.load.to_string()),
+                d.count,
+                ns(d.wasted),
+                d.segment,
+                d.load_access
+            );
+        }
+        out.push_str("]}");
+        out.push_str(if i + 1 < all.len() { ",\n" } else { "\n" });
+    }
+    out.push_str("]\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_str;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    }
+}
