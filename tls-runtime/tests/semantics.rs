@@ -265,11 +265,10 @@ fn zombie_panics_are_rolled_back_and_real_panics_reach_the_caller() {
 fn iterator_panic_happens_in_sequence() {
     let seen = SpecVec::from(vec![0u8; 20]);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let items = (0..20usize).map(|i| {
+        let items = (0..20usize).inspect(|&i| {
             if i == 12 {
                 panic!("iterator failed");
             }
-            i
         });
         Loop::new().threads(2).run(items, |i| {
             seen.set(i, 1);
