@@ -132,10 +132,14 @@ fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
     let shared = Spec::new(0u64);
     let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
     let body = |i: usize| {
-        let s = if i % 10 == 0 { shared.get() } else { 0 };
+        let s = if i.is_multiple_of(10) {
+            shared.get()
+        } else {
+            0
+        };
         let x = work(iters, i as u64 ^ s);
         out.set(i, x);
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             shared.set(s.wrapping_add(x));
         }
     };
