@@ -70,7 +70,7 @@ impl Books {
         self.signatures.set(i, signature);
         self.balances.update(t.from, |b| *b -= t.amount);
         self.balances.update(t.to, |b| *b += t.amount);
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             self.daily_total.update(|d| *d += t.amount);
         }
     }
