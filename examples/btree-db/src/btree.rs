@@ -150,7 +150,7 @@ impl Store {
             head
         } else {
             let n = meta.read_u32(META_PAGE_COUNT);
-            if n == u32::MAX - 1 {
+            if n >= crate::buffer::MAX_PAGES - 1 {
                 return Err(corrupt(META_PAGE, "database is full"));
             }
             meta.write_u32(META_PAGE_COUNT, n + 1);

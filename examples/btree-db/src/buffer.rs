@@ -67,9 +67,44 @@ struct Replacer {
 /// One shard of the page table. Pins are only taken under the shard lock,
 /// so an evictor holding it sees a stable pin count.
 struct Shard {
-    map: Mutex<IdMap<PageId, u32>>,
+    map: Mutex<PageTable>,
     hits: AtomicU64,
 }
+
+/// One shard's page-id -> frame map: a direct-mapped vector indexed by
+/// `id / SHARDS` holding `frame + 1` (0 = not resident). Four bytes per
+/// database page, no hashing and no probing: a hit costs one cache line.
+#[derive(Default)]
+struct PageTable {
+    slots: Vec<u32>,
+}
+
+impl PageTable {
+    fn get(&self, id: PageId) -> Option<u32> {
+        match self.slots.get(id as usize / SHARDS) {
+            Some(&v) if v != 0 => Some(v - 1),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, id: PageId, frame: u32) {
+        let i = id as usize / SHARDS;
+        if i >= self.slots.len() {
+            self.slots.resize((i + 1).next_power_of_two(), 0);
+        }
+        self.slots[i] = frame + 1;
+    }
+
+    fn remove(&mut self, id: PageId) {
+        if let Some(v) = self.slots.get_mut(id as usize / SHARDS) {
+            *v = 0;
+        }
+    }
+}
+
+/// The largest database, in pages (a bound on what a corrupt pointer can
+/// make the page table allocate).
+pub(crate) const MAX_PAGES: u32 = 1 << 26;
 
 /// Page-table shards: hits on different pages rarely share a lock.
 const SHARDS: usize = 16;
@@ -143,10 +178,7 @@ impl BufferPool {
             wal,
             shards: (0..SHARDS)
                 .map(|_| Shard {
-                    map: Mutex::new(IdMap::with_capacity_and_hasher(
-                        2 * n / SHARDS + 16,
-                        Default::default(),
-                    )),
+                    map: Mutex::new(PageTable::default()),
                     hits: AtomicU64::new(0),
                 })
                 .collect(),
@@ -174,8 +206,8 @@ impl BufferPool {
     }
 
     /// Pins `id` if it is resident (the caller holds the shard lock).
-    fn try_hit<'a>(&'a self, map: &IdMap<PageId, u32>, id: PageId) -> Option<PinnedPage<'a>> {
-        let &f = map.get(&id)?;
+    fn try_hit<'a>(&'a self, map: &PageTable, id: PageId) -> Option<PinnedPage<'a>> {
+        let f = map.get(id)?;
         let fr = &self.frames[f as usize];
         fr.pins.fetch_add(1, Ordering::Relaxed);
         // Load first: re-storing a set bit would dirty the cache line.
@@ -191,10 +223,10 @@ impl BufferPool {
 
     /// Pins page `id`, reading it from disk on a miss.
     pub(crate) fn get_page(&self, id: PageId) -> Result<PinnedPage<'_>> {
-        if id == 0 {
+        if id == 0 || id >= MAX_PAGES {
             return Err(Error::Corrupt {
-                page: 0,
-                reason: "reference to the file header page",
+                page: id,
+                reason: "page number out of range",
             });
         }
         let shard = self.shard(id);
@@ -259,7 +291,7 @@ impl BufferPool {
         if fr.pins.load(Ordering::Acquire) > 0 {
             return false;
         }
-        map.remove(&id);
+        map.remove(id);
         true
     }
 
@@ -355,7 +387,7 @@ impl BufferPool {
             return None;
         }
         let map = lock(&self.shard(id).map);
-        if map.get(&id) != Some(&f) {
+        if map.get(id) != Some(f) {
             return None;
         }
         fr.pins.fetch_add(1, Ordering::Relaxed);
@@ -376,6 +408,6 @@ impl BufferPool {
 
     /// Whether page `id` is resident (for tests of the replacement policy).
     pub(crate) fn is_resident(&self, id: PageId) -> bool {
-        lock(&self.shard(id).map).contains_key(&id)
+        lock(&self.shard(id).map).get(id).is_some()
     }
 }

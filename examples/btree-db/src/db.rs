@@ -20,8 +20,10 @@ use crate::wal::{FIRST_LSN, Wal};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SyncMode {
     /// Commit does not write the log; it is written when the log buffer fills,
-    /// at checkpoints, and before dirty pages are written. A crash may lose
-    /// the latest commits but never leaves the database inconsistent.
+    /// at checkpoints, and before dirty pages are written. A process crash
+    /// may lose the latest commits but never leaves the database
+    /// inconsistent; a power failure may (like SQLite's `synchronous=OFF`),
+    /// because pages are written back without syncing the log first.
     Off,
     /// Commit writes its log records to the operating system (survives a
     /// process crash, not a power failure).
