@@ -45,11 +45,12 @@ pub(crate) struct SpecAttr {
 }
 
 impl SpecAttr {
-    /// The span errors about the attribute point at.
-    pub(crate) fn span(&self) -> Span {
+    /// An error pointing at the whole attribute (the call site for the attribute
+    /// being expanded, which rustc reports on that attribute).
+    pub(crate) fn error(&self, msg: impl std::fmt::Display) -> syn::Error {
         match &self.attr {
-            Some(a) => syn::spanned::Spanned::span(a),
-            None => Span::call_site(),
+            Some(a) => syn::Error::new_spanned(a, msg),
+            None => syn::Error::new(Span::call_site(), msg),
         }
     }
 }

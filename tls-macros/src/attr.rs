@@ -4,7 +4,7 @@
 use crate::symbol::{self, ESCAPE, ESCAPE_OPTIONS, LOOP_OPTIONS, ON_COMMIT, ON_VIOLATION};
 use darling::FromMeta;
 use darling::ast::NestedMeta;
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 
 /// Options of `#[tls_loop]`, on the function or on a marked loop:
 ///
@@ -106,13 +106,12 @@ impl EscapeArgs {
 }
 
 /// The argument of `#[on_violation(undo)]`: a path or a closure, called with `&ret`.
-pub(crate) fn parse_undo(tokens: TokenStream, span: Span) -> syn::Result<syn::Expr> {
+pub(crate) fn parse_undo(
+    tokens: TokenStream,
+    missing: impl FnOnce() -> syn::Error,
+) -> syn::Result<syn::Expr> {
     if tokens.is_empty() {
-        return Err(syn::Error::new(
-            span,
-            "`#[on_violation]` needs an undo action: `#[on_violation(put_page)]` or \
-             `#[on_violation(|ret| ...)]`, called with `&` the return value",
-        ));
+        return Err(missing());
     }
     syn::parse2(tokens)
 }

@@ -2,8 +2,9 @@
 //! you would sequentially, add an attribute, and its iterations run as ordered
 //! speculative epochs with the sequential result, or the build says what to change.
 //!
-//! Each macro is parse ([`ast`](crate) / `attr.rs`) -> validate (`valid.rs`, every error
-//! collected) -> generate (`expand.rs`, which raises none). The rewrites:
+//! Each macro is parse (`ast.rs`, `attr.rs`) -> validate (`valid.rs`, with `scan.rs` and
+//! `body.rs` reading the function; every error collected) -> generate (`expand.rs`, which
+//! raises none). The rewrites:
 //!
 //! # `#[tls_loop]`
 //!

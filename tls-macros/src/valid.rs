@@ -125,13 +125,10 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
     let mut seen: Vec<Kind> = Vec::new();
     for a in &f.attrs {
         if seen.contains(&a.kind) {
-            errors.push(syn::Error::new(
-                a.span(),
-                format!(
-                    "duplicate `#[{}]` attribute; remove this one",
-                    a.kind.name()
-                ),
-            ));
+            errors.push(a.error(format!(
+                "duplicate `#[{}]` attribute; remove this one",
+                a.kind.name()
+            )));
             continue;
         }
         seen.push(a.kind);
@@ -140,7 +137,12 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
                 Ok(args) => plan.escape = Some(args),
                 Err(e) => errors.push(e),
             },
-            Kind::OnViolation => match attr::parse_undo(a.args.clone(), a.span()) {
+            Kind::OnViolation => match attr::parse_undo(a.args.clone(), || {
+                a.error(
+                    "`#[on_violation]` needs an undo action: `#[on_violation(put_page)]` or \
+                     `#[on_violation(|ret| ...)]`, called with `&` the return value",
+                )
+            }) {
                 Ok(undo) => plan.undo = Some(undo),
                 Err(e) => errors.push(e),
             },
@@ -152,19 +154,15 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
             }
         }
     }
-    let has = |k: Kind| f.attrs.iter().any(|a| a.kind == k);
-    if has(Kind::OnViolation) && !has(Kind::Escape) {
-        let a = f.attrs.iter().find(|a| a.kind == Kind::OnViolation);
-        errors.push(syn::Error::new(
-            a.map_or_else(proc_macro2::Span::call_site, |a| a.span()),
+    let find = |k: Kind| f.attrs.iter().find(|a| a.kind == k);
+    if let (Some(a), None) = (find(Kind::OnViolation), find(Kind::Escape)) {
+        errors.push(a.error(
             "`#[on_violation]` undoes an escaped call, so it needs `#[escape]` on the same \
              function; add `#[escape]`, or use `#[on_commit]` to delay the call instead",
         ));
     }
-    if has(Kind::OnCommit) && has(Kind::Escape) {
-        let a = f.attrs.iter().find(|a| a.kind == Kind::OnCommit);
-        errors.push(syn::Error::new(
-            a.map_or_else(proc_macro2::Span::call_site, |a| a.span()),
+    if let (Some(a), Some(_)) = (find(Kind::OnCommit), find(Kind::Escape)) {
+        errors.push(a.error(
             "`#[on_commit]` and `#[escape]` cannot be combined: an escaped call runs at once, \
              an `#[on_commit]` call runs when the epoch commits; keep one",
         ));

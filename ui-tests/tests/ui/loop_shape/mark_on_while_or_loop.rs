@@ -15,3 +15,16 @@ fn marks(v: &SpecVec<u32>) {
 }
 
 fn main() {}
+
+#[tls_loop]
+fn inner_mark(v: &SpecVec<u32>) {
+    #[tls_loop]
+    for i in 0..v.len() {
+        let mut j = 0;
+        #[tls_loop]
+        while j < 3 {
+            j += 1;
+        }
+        v.set(i, j);
+    }
+}

@@ -16,3 +16,10 @@ fn fill_marked(v: &SpecVec<u32>) {
 }
 
 fn main() {}
+
+#[tls_loop("fast")]
+fn fill_fast(v: &SpecVec<u32>) {
+    for i in 0..v.len() {
+        v.set(i, 1);
+    }
+}
