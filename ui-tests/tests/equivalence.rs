@@ -525,8 +525,8 @@ fn doubled(start: Option<Vec<u64>>, threads: usize) -> Vec<u64> {
     };
     // The source is evaluated once, before the body runs, as sequentially.
     for x in log.clone() {
-        let extra: Option<u64> = None;
-        log.push(x * 10 + extra.unwrap_or(0));
+        let extra = if x > 100 { Some(x) } else { None };
+        log.push(x * 10 + extra.map_or(0, |e| e % 2));
         println!("{}", [x].len());
     }
     log
