@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Aggregates of one district.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DistrictSummary {
     /// `D_YTD`.
     pub d_ytd: i64,
@@ -29,7 +29,7 @@ pub struct DistrictSummary {
 
 /// Whole-database aggregates: what the consistency conditions need, plus totals that
 /// two engines running the same sequence must agree on.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Summary {
     /// `W_YTD` per warehouse id.
     pub w_ytd: BTreeMap<u16, i64>,
@@ -120,6 +120,15 @@ impl Summary {
         } else {
             Err(problems)
         }
+    }
+
+    /// A hash of every aggregate: equal digests mean equal summaries (to compare
+    /// engines that ran in different processes).
+    pub fn digest(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        self.hash(&mut h);
+        h.finish()
     }
 
     /// Total orders over all districts.

@@ -107,6 +107,27 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// One mode of `compare`, reporting JSON on stdout (internal).
+    #[command(name = "__compare-one", hide = true)]
+    CompareOne(CompareOne),
+}
+
+/// What `compare` runs in a child process for one mode, so that no engine inherits
+/// the heap and file-system aftermath of the one measured before it.
+#[derive(Args, Debug)]
+struct CompareOne {
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long)]
+    warehouses: u16,
+    #[arg(long)]
+    transactions: u64,
+    #[arg(long, value_enum)]
+    sync: Sync,
+    #[command(flatten)]
+    scale: ScaleArgs,
+    #[arg(long)]
+    seed: u64,
 }
 
 /// Population size; the defaults are the spec's.
@@ -226,6 +247,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             mode,
             expect_orders,
         } => check(&db, mode, expect_orders.as_deref()),
+        Command::CompareOne(c) => {
+            let results = driver::compare(
+                &[c.mode],
+                c.warehouses,
+                c.scale.scale()?,
+                c.transactions,
+                c.sync,
+                c.seed,
+                show,
+            )?;
+            for r in &results {
+                println!("{}", r.to_json());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare {
             warehouses,
             transactions,
@@ -246,15 +282,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if modes.is_empty() {
                 bail!("--modes needs at least one mode");
             }
-            let results = driver::compare(
-                &modes,
-                warehouses,
-                scale.scale()?,
-                transactions,
-                sync,
-                seed,
-                show,
-            )?;
+            let scale = scale.scale()?;
+            let mut results = Vec::with_capacity(modes.len());
+            for mode in modes {
+                results.push(compare_in_child(
+                    mode,
+                    warehouses,
+                    transactions,
+                    sync,
+                    scale,
+                    seed,
+                )?);
+            }
             if json {
                 println!(
                     "{}",
@@ -266,6 +305,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Runs one mode of `compare` in a fresh process of this same program.
+fn compare_in_child(
+    mode: Mode,
+    warehouses: u16,
+    transactions: u64,
+    sync: Sync,
+    scale: Scale,
+    seed: u64,
+) -> Result<driver::CompareResult> {
+    let exe = std::env::current_exe().context("finding the tpcc executable")?;
+    let out = std::process::Command::new(exe)
+        .arg("__compare-one")
+        .args(["--mode", mode.name(), "--sync", sync.name()])
+        .args(["--warehouses", &warehouses.to_string()])
+        .args(["--transactions", &transactions.to_string()])
+        .args(["--items", &scale.items.to_string()])
+        .args(["--customers", &scale.customers.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting a compare run")?;
+    if !out.status.success() {
+        // The child has printed its error on our stderr.
+        bail!("the {mode} run failed ({})", out.status);
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading the compare run's result")?;
+    driver::CompareResult::from_json(&v)
 }
 
 fn check(
