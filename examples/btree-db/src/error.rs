@@ -72,8 +72,9 @@ pub enum Error {
     LockTimeout,
     /// Every buffer pool frame is pinned; raise `Options::pool_pages`.
     PoolExhausted,
-    /// The database file is already open in this process (or was closed).
-    Closed,
+    /// The database file is open elsewhere (another process or another
+    /// `Database` in this one); two writers would corrupt it.
+    InUse,
 }
 
 /// Result with the database [`Error`].
@@ -106,7 +107,7 @@ impl fmt::Display for Error {
             Error::Deadlock => f.write_str("deadlock detected; abort the transaction"),
             Error::LockTimeout => f.write_str("lock wait timed out; abort the transaction"),
             Error::PoolExhausted => f.write_str("all buffer pool frames are pinned"),
-            Error::Closed => f.write_str("database is closed"),
+            Error::InUse => f.write_str("database file is already open elsewhere"),
         }
     }
 }

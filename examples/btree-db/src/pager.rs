@@ -84,6 +84,17 @@ impl FileHeader {
     }
 }
 
+/// Takes the advisory exclusive lock that keeps a second `Database` (in
+/// this or another process) off the file. The kernel drops it when the
+/// process dies, so a killed process never blocks recovery.
+fn lock_file(file: &File) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InUse),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
 /// Page-granular access to the database file.
 pub(crate) struct Pager {
     file: File,
@@ -100,6 +111,7 @@ impl Pager {
             .write(true)
             .create_new(true)
             .open(path)?;
+        lock_file(&file)?;
         let pager = Pager {
             file,
             page_size: header.page_size as usize,
@@ -114,6 +126,7 @@ impl Pager {
     /// Opens an existing file and reads its header.
     pub(crate) fn open(path: &Path) -> Result<(Pager, FileHeader)> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
+        lock_file(&file)?;
         let len = file.metadata()?.len();
         if len < 512 {
             return Err(

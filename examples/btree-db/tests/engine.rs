@@ -466,6 +466,16 @@ fn bad_files_give_clear_errors() {
 }
 
 #[test]
+fn second_open_of_one_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir, 4096, 64);
+    let again = Database::open(dir.path().join("t.db"), Options::default());
+    assert!(matches!(again, Err(Error::InUse)), "{:?}", again.err());
+    drop(db);
+    Database::open(dir.path().join("t.db"), Options::default()).unwrap();
+}
+
+#[test]
 fn database_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     fn assert_send<T: Send>() {}
@@ -537,8 +547,8 @@ fn missing_log_segment_is_an_error() {
             txn.put(t, &k(i), &[1; 100]).unwrap();
             txn.commit().unwrap();
         }
-        // Simulate a crash: no clean close, so recovery needs the log.
-        std::mem::forget(db);
+        // A crash: no clean close, so recovery needs the log.
+        db.simulate_crash_on_drop();
     }
     let mut segs: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -571,7 +581,7 @@ fn torn_or_garbage_log_tail_is_ignored() {
             txn.put(t, &k(i), &[7; 50]).unwrap();
             txn.commit().unwrap();
         }
-        std::mem::forget(db);
+        db.simulate_crash_on_drop();
     }
     let seg = std::fs::read_dir(dir.path())
         .unwrap()
@@ -595,7 +605,8 @@ fn torn_or_garbage_log_tail_is_ignored() {
     let mut txn = db.begin();
     txn.put(t, &k(1000), b"after").unwrap();
     txn.commit().unwrap();
-    std::mem::forget(db);
+    db.simulate_crash_on_drop();
+    drop(db);
     let db = Database::open(&path, opts()).unwrap();
     let t = db.table("t").unwrap();
     assert_eq!(
