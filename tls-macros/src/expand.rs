@@ -277,7 +277,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
             let pat = &l.pat;
             (
                 quote!(__TlsSegment::S0(__tls_item)),
-                quote!(let #pat = __tls_item;),
+                quote!(let #pat = #rt::epoch_item(__tls_item);),
             )
         } else {
             let names: Vec<Ident> = (0..carried[k - 1].len())
@@ -366,6 +366,9 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
     let rt_for = rt_at(for_span);
     let new_loop = quote_spanned!(for_span=> #rt_for::Loop::new());
     let items = &l.expr;
+    let items_span = syn::spanned::Spanned::span(&**items);
+    let rt_items = rt_at(items_span);
+    let check_items = quote_spanned!(items_span=> #rt_items::epoch_items(#items));
 
     // Spanned at `for`, so that a captured variable that is not `Sync` is reported
     // there rather than on the attribute.
@@ -404,7 +407,7 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
             static __TLS_SITE: #rt::LoopSite = #rt::LoopSite::new();
             // The items first, as the sequential loop evaluates them before the body
             // runs (and before the accumulators borrow their variables).
-            let __tls_items = #items;
+            let __tls_items = #check_items;
             #(#shared_checks)*
             #(#acc_lets)*
             let __tls_outcome = #new_loop

@@ -285,6 +285,89 @@ pub fn undo_with<R: 'static>(kept: Kept<R>, undo: Undo<R>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Loop items
+// ---------------------------------------------------------------------------------------
+
+/// An item of a `#[tls_loop]` loop.
+#[diagnostic::on_unimplemented(
+    message = "the items of a `#[tls_loop]` loop must be `Clone + Send`, and `{Self}` is not",
+    label = "an epoch rolled back to its start re-runs with a copy of its item, possibly on another thread",
+    note = "iterate over indices or shared references (`0..v.len()`, `v.iter()`) and write through `Spec`, `SpecVec` or `SpecMap`"
+)]
+pub trait LoopItemMustBeCloneAndSend: Clone + Send {}
+impl<T: Clone + Send> LoopItemMustBeCloneAndSend for T {}
+
+/// The iterator of a `#[tls_loop]` loop.
+#[diagnostic::on_unimplemented(
+    message = "the iterator of a `#[tls_loop]` loop must be `Send`, and `{Self}` is not",
+    label = "the threads that run epochs take items from this iterator",
+    note = "collect the items into a `Vec` before the loop"
+)]
+pub trait LoopIteratorMustBeSend: Send {}
+impl<T: Send> LoopIteratorMustBeSend for T {}
+
+/// The items of a `#[tls_loop]` loop, checked where the user wrote the source: the
+/// runtime's own `Clone + Send` requirements are met by construction, so a failure is
+/// reported once, on the user's tokens.
+pub struct EpochItems<It: Iterator> {
+    iter: It,
+    clone: fn(&It::Item) -> It::Item,
+}
+
+// SAFETY: an `EpochItems` is only built by `epoch_items`, which requires the iterator to
+// be `Send`; the other field is a function pointer.
+unsafe impl<It: Iterator> Send for EpochItems<It> {}
+
+impl<It: Iterator> Iterator for EpochItems<It> {
+    type Item = EpochItem<It::Item>;
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let clone = self.clone;
+        self.iter.next().map(|value| EpochItem { value, clone })
+    }
+}
+
+/// One item of a `#[tls_loop]` loop (see [`EpochItems`]).
+pub struct EpochItem<T> {
+    value: T,
+    clone: fn(&T) -> T,
+}
+
+impl<T> Clone for EpochItem<T> {
+    fn clone(&self) -> Self {
+        EpochItem {
+            value: (self.clone)(&self.value),
+            clone: self.clone,
+        }
+    }
+}
+
+// SAFETY: an `EpochItem` is only built by `EpochItems`, which only `epoch_items` builds,
+// requiring the items to be `Send`.
+unsafe impl<T> Send for EpochItem<T> {}
+
+/// Checks the source of a `#[tls_loop]` loop where the user wrote it, and starts
+/// iterating it (as the sequential `for` does, before the body runs).
+#[inline]
+pub fn epoch_items<I>(items: I) -> EpochItems<I::IntoIter>
+where
+    I: IntoIterator,
+    I::Item: LoopItemMustBeCloneAndSend,
+    I::IntoIter: LoopIteratorMustBeSend,
+{
+    EpochItems {
+        iter: items.into_iter(),
+        clone: <I::Item as Clone>::clone,
+    }
+}
+
+/// The item an epoch runs with.
+#[inline]
+pub fn epoch_item<T>(item: EpochItem<T>) -> T {
+    item.value
+}
+
+// ---------------------------------------------------------------------------------------
 // Variables the loop body reads
 // ---------------------------------------------------------------------------------------
 
