@@ -398,7 +398,8 @@ impl Database {
     }
 
     /// Drops a table or index (waiting for transactions using it) and returns
-    /// its pages to the free list.
+    /// its pages to the free list. A later table may reuse its root page and
+    /// so its [`TableId`]: forget the old id.
     pub fn drop_table(&self, table: TableId) -> Result<()> {
         let _ddl = lock(&self.ddl);
         let root = self.root_of(table)?;

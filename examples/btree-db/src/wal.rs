@@ -601,7 +601,7 @@ impl Wal {
     pub(crate) fn truncate_before(&self, lsn: u64) -> Result<()> {
         let mut io = lock(&self.io);
         for seg in self.segments()? {
-            if (seg + 1) * self.seg_size <= lsn {
+            if (seg + 1).saturating_mul(self.seg_size) <= lsn {
                 io.files.remove(&seg);
                 io.unsynced.retain(|s| *s != seg);
                 std::fs::remove_file(self.seg_path(seg))?;
