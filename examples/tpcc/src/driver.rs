@@ -533,3 +533,33 @@ mod tests {
         assert!(read_ack_log(&dir.path().join("missing")).is_err());
     }
 }
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+
+    #[test]
+    fn compare_results_survive_the_trip_through_json() {
+        let mut report = RunReport::new(Mode::Sequential);
+        report.latencies[0] = vec![1, 2, u64::MAX];
+        report.latencies[4] = vec![7];
+        report.rolled_back = 3;
+        report.busy = Duration::from_nanos(123_456_789);
+        report.digest = u64::MAX - 1;
+        report.load_time = Some(Duration::from_millis(1500));
+        let r = CompareResult {
+            report,
+            summary_digest: 42,
+            total_orders: 30_885,
+        };
+        let back = CompareResult::from_json(&r.to_json()).unwrap();
+        assert_eq!(back.report.mode, Mode::Sequential);
+        assert_eq!(back.report.latencies, r.report.latencies);
+        assert_eq!(back.report.rolled_back, 3);
+        assert_eq!(back.report.busy, r.report.busy);
+        assert_eq!(back.report.digest, r.report.digest);
+        assert_eq!(back.report.load_time, r.report.load_time);
+        assert_eq!((back.summary_digest, back.total_orders), (42, 30_885));
+        assert!(CompareResult::from_json(&serde_json::json!({"mode": "sqlite"})).is_err());
+    }
+}
