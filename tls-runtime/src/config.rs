@@ -1,8 +1,10 @@
 //! Settings read once from the environment.
 //!
 //! - `TLS_THREADS`: threads per loop, the caller included (default: all cores).
-//! - `TLS_MODE`: `parallel` (default) or `sequential` (every loop runs in order on the
-//!   calling thread, with no speculation: the baseline to compare against).
+//! - `TLS_MODE`: `parallel` (default), `sequential` (every loop runs in order on the
+//!   calling thread, with no speculation: the baseline to compare against), or
+//!   `profile` (in order, recording each epoch to predict the speedup on 1 to 64
+//!   cores; see `profile.rs`).
 //! - `TLS_REPORT=stderr`: print each loop's report to stderr when it ends, and a summary
 //!   per loop name when the process exits; `TLS_REPORT=<path>.json`: write the reports,
 //!   aggregated per loop name, to that file as JSON when the process exits.
@@ -21,6 +23,9 @@ pub enum Mode {
     Parallel,
     /// In order on the calling thread.
     Sequential,
+    /// In order on the calling thread, recording every epoch's reads and writes to
+    /// predict the speedup on more cores (`LoopReport::predicted_speedup`).
+    Profile,
 }
 
 /// Where loop reports go, from `TLS_REPORT`.
@@ -63,10 +68,11 @@ fn read_env() -> Env {
     let mode = match std::env::var("TLS_MODE").as_deref() {
         Err(_) | Ok("parallel") | Ok("") => Mode::Parallel,
         Ok("sequential") => Mode::Sequential,
+        Ok("profile") => Mode::Profile,
         Ok(other) => {
             eprintln!(
-                "tls-runtime: unknown TLS_MODE={other:?} (expected `parallel` or \
-                 `sequential`); using parallel"
+                "tls-runtime: unknown TLS_MODE={other:?} (expected `parallel`, \
+                 `sequential` or `profile`); using parallel"
             );
             Mode::Parallel
         }

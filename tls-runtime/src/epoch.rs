@@ -237,6 +237,9 @@ pub(crate) struct EpochCx {
     pub(crate) commits: RefCell<Vec<Action>>,
     /// A panic message held back because the epoch was speculative when it panicked.
     pub(crate) held_panic: RefCell<Option<String>>,
+    /// In profile mode: what the epoch reads and writes, and when.
+    pub(crate) profile: RefCell<Option<crate::profile::Recorder>>,
+    pub(crate) profiling: Cell<bool>,
 }
 
 /// The unwinding payload that carries a rollback to the epoch runner.
@@ -294,6 +297,8 @@ impl EpochCx {
             undo: RefCell::new(Vec::new()),
             commits: RefCell::new(Vec::new()),
             held_panic: RefCell::new(None),
+            profile: RefCell::new(None),
+            profiling: Cell::new(false),
         }
     }
 
@@ -393,6 +398,17 @@ impl EpochCx {
     pub(crate) fn raise<S: Send + 'static>(&self, signal: S) -> ! {
         self.raising.set(true);
         std::panic::resume_unwind(Box::new(signal))
+    }
+
+    /// In profile mode, notes an access to the location at `addr`.
+    #[inline]
+    pub(crate) fn note(&self, addr: usize, write: bool) {
+        if self.profiling.get()
+            && let Ok(mut p) = self.profile.try_borrow_mut()
+            && let Some(p) = p.as_mut()
+        {
+            p.access(addr, write);
+        }
     }
 
     /// Logs a new version written at `target[key]` in the current segment.

@@ -47,6 +47,8 @@ pub enum RunMode {
     /// The loop ran in order on the calling thread (one thread, `TLS_MODE=sequential`,
     /// or nested inside another loop's epoch).
     Sequential,
+    /// `TLS_MODE=profile`: in order, recorded, with a predicted speedup.
+    Profile,
 }
 
 /// One load/store pair that caused violations.
@@ -102,6 +104,9 @@ pub struct LoopReport {
     pub idle: Duration,
     /// The dependences that caused violations, most wasted time first.
     pub dependences: Vec<Dependence>,
+    /// In profile mode: the predicted speedup over the sequential loop for 1, 2, 4,
+    /// 8, 16, 32 and 64 cores.
+    pub predicted_speedup: Option<Vec<(usize, f64)>>,
 }
 
 impl fmt::Display for LoopReport {
@@ -132,6 +137,13 @@ impl fmt::Display for LoopReport {
             pct(self.wait),
             pct(self.idle)
         )?;
+        if let Some(p) = &self.predicted_speedup {
+            write!(f, "  predicted speedup:")?;
+            for (cores, s) in p {
+                write!(f, "  {cores} cores {s:.2}x")?;
+            }
+            writeln!(f)?;
+        }
         for (i, d) in self.dependences.iter().enumerate() {
             writeln!(
                 f,
@@ -156,6 +168,11 @@ thread_local! {
 /// The report of the most recent speculative loop started on this thread.
 pub fn last_report() -> Option<LoopReport> {
     LAST.with(|l| l.borrow().clone())
+}
+
+/// Takes this thread's last report (the calibration loop of profile mode).
+pub(crate) fn take_last() -> Option<LoopReport> {
+    LAST.with(|l| l.borrow_mut().take())
 }
 
 pub(crate) fn set_last(report: LoopReport) {
@@ -289,6 +306,7 @@ impl ThreadStats {
             wait: self.wait,
             idle: self.idle,
             dependences,
+            predicted_speedup: None,
         }
     }
 }

@@ -133,6 +133,29 @@ impl Loop {
             // Nested inside an epoch: run in order, as part of the enclosing epoch.
             return run_in_order(items, &start, &step).0;
         }
+        if env().mode == Mode::Profile {
+            let t0 = Instant::now();
+            let (outcome, profiles) = crate::profile::run_profiled(items, &start, &step);
+            let wall = t0.elapsed();
+            let (sequential, predicted) = crate::profile::speedups(&profiles);
+            let stats = ThreadStats {
+                epochs: profiles.len() as u64,
+                items: profiles.len() as u64,
+                busy: sequential,
+                present: sequential,
+                ..ThreadStats::default()
+            };
+            let mut report = stats.into_report(
+                self.display_name(),
+                self.location,
+                RunMode::Profile,
+                1,
+                wall,
+            );
+            report.predicted_speedup = Some(predicted);
+            set_last(report);
+            return outcome;
+        }
         if threads <= 1 || env().mode == Mode::Sequential {
             let t0 = Instant::now();
             let (outcome, epochs) = run_in_order(items, &start, &step);
@@ -191,6 +214,16 @@ impl Loop {
             Some(Ending::Return(r)) => LoopOutcome::Returned(r),
             Some(Ending::Panic(p)) => resume_unwind(p),
         }
+    }
+}
+
+impl Loop {
+    /// An empty speculative loop, whatever `TLS_MODE` says (profile mode's
+    /// calibration measures the runtime's own costs with it).
+    pub(crate) fn run_uncalibrated(&self, items: core::ops::Range<u64>) {
+        let _ = self.run_parallel(items, self.threads.unwrap_or(2).max(2), &|i| i, &|_| {
+            Step::Done(Control::<()>::Continue)
+        });
     }
 }
 

@@ -25,6 +25,8 @@ struct Totals {
     wait: Duration,
     idle: Duration,
     deps: Vec<DepTotals>,
+    /// Profile mode: sequential time, and predicted time per core count.
+    profiled: Option<(f64, Vec<(usize, f64)>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,11 +81,22 @@ pub(crate) fn record(r: &LoopReport) {
                 wait: Duration::ZERO,
                 idle: Duration::ZERO,
                 deps: Vec::new(),
+                profiled: None,
             });
             all.last_mut().expect("just pushed")
         }
     };
     t.count += 1;
+    if let Some(p) = &r.predicted_speedup {
+        let seq = r.busy.as_nanos() as f64;
+        let (total, per) = t
+            .profiled
+            .get_or_insert_with(|| (0.0, p.iter().map(|&(c, _)| (c, 0.0)).collect()));
+        *total += seq;
+        for ((_, time), &(_, s)) in per.iter_mut().zip(p) {
+            *time += seq / s.max(1e-9);
+        }
+    }
     t.epochs += r.epochs;
     t.items += r.items;
     t.violations += r.violations;
@@ -232,7 +245,16 @@ fn json(all: &[Totals]) -> String {
                 d.load_access
             );
         }
-        out.push_str("]}");
+        out.push(']');
+        if let Some((total, per)) = &t.profiled {
+            out.push_str(", \"predicted_speedup\": {");
+            for (k, (cores, time)) in per.iter().enumerate() {
+                let s = if *time > 0.0 { total / time } else { 1.0 };
+                let _ = write!(out, "{}\"{cores}\": {s:.3}", if k > 0 { ", " } else { "" });
+            }
+            out.push('}');
+        }
+        out.push('}');
         out.push_str(if i + 1 < all.len() { ",\n" } else { "\n" });
     }
     out.push_str("]\n");

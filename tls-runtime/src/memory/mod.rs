@@ -45,6 +45,7 @@ pub(crate) fn read_with<T, R>(
         None => slot.read_committed(f),
         Some(cx) => {
             let a = cx.begin_access();
+            cx.note(slot as *const Slot<T> as usize, false);
             slot.read_spec(&a, load, f)
         }
     }
@@ -64,6 +65,7 @@ pub(crate) fn write<T>(
         None => slot.with_committed(|c| *c = value),
         Some(cx) => {
             let a = cx.begin_access();
+            cx.note(slot as *const Slot<T> as usize, true);
             if slot.write_spec(&a, store, value) == WriteEffect::NewVersion {
                 note_written(written);
                 cx.log_write(erase(owner), key);
@@ -86,6 +88,9 @@ pub(crate) fn update<T: Clone, R>(
         None => slot.with_committed(f),
         Some(cx) => {
             let a = cx.begin_access();
+            let addr = slot as *const Slot<T> as usize;
+            cx.note(addr, false);
+            cx.note(addr, true);
             let (r, effect) = slot.update_spec(&a, site, f);
             if effect == WriteEffect::NewVersion {
                 note_written(written);

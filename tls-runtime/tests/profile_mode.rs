@@ -1,0 +1,112 @@
+//! `TLS_MODE=profile` predicts speedups from an in-order run. The loops here have known
+//! structure; a child process runs them in profile mode and writes the JSON report.
+
+use std::process::Command;
+use tls_runtime::{Control, Loop, Spec, SpecVec, Step};
+
+fn spin(us: u64) -> u64 {
+    let t = std::time::Instant::now();
+    let mut x = 1u64;
+    while t.elapsed().as_micros() < u128::from(us) {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+    }
+    x
+}
+
+fn loops() {
+    let out = SpecVec::from(vec![0u64; 400]);
+    Loop::new().name("independent").run(0..400usize, |i| {
+        out.set(i, spin(20));
+        Control::<()>::Continue
+    });
+    let acc = Spec::new(0u64);
+    Loop::new().name("chain").run(0..200u64, |i| {
+        let a = acc.get();
+        spin(20);
+        acc.set(a ^ i);
+        Control::<()>::Continue
+    });
+    let shared = Spec::new(0u64);
+    Loop::new().name("every fourth").run(0..400usize, |i| {
+        let s = if i % 4 == 0 { shared.get() } else { 0 };
+        let x = spin(20);
+        out.set(i, x);
+        if i % 4 == 0 {
+            shared.set(s.wrapping_add(x));
+        }
+        Control::<()>::Continue
+    });
+    #[derive(Clone)]
+    enum Seg {
+        Head(usize),
+        Tail(u64),
+    }
+    let tail = Spec::new(0u64);
+    Loop::new()
+        .name("checkpointed tail")
+        .run_segments(0..200usize, Seg::Head, |s| match s {
+            Seg::Head(i) => Step::Checkpoint(Seg::Tail(spin(40) ^ i as u64)),
+            Seg::Tail(x) => {
+                tail.update(|t| *t = t.wrapping_add(x));
+                Step::Done(Control::<()>::Continue)
+            }
+        });
+    let r = tls_runtime::last_report().unwrap();
+    assert_eq!(r.mode, tls_runtime::RunMode::Profile);
+    assert!(r.predicted_speedup.is_some());
+}
+
+#[test]
+fn child() {
+    if std::env::var_os("TLS_PROFILE_CHILD").is_some() {
+        loops();
+    }
+}
+
+#[test]
+fn profile_mode_predicts_speedups_by_loop_structure() {
+    let dir = std::env::temp_dir().join(format!("tls-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("report.json");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("TLS_PROFILE_CHILD", "1")
+        .env("TLS_MODE", "profile")
+        .env("TLS_REPORT", &report)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let find = |name: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("no loop {name} in {v}"))["predicted_speedup"]
+            .clone()
+    };
+    let p = |name: &str, cores: &str| find(name)[cores].as_f64().unwrap();
+    for name in ["independent", "chain", "every fourth", "checkpointed tail"] {
+        for cores in ["1", "2", "4", "8", "16", "32", "64"] {
+            assert!(p(name, cores) > 0.0, "{name} {cores}");
+        }
+        assert!((p(name, "1") - 1.0).abs() < 0.05, "{name}: {}", find(name));
+    }
+    // No dependences: close to the core count (20 us epochs dwarf the runtime's costs).
+    assert!(p("independent", "2") > 1.8, "{}", find("independent"));
+    assert!(p("independent", "16") > 12.0, "{}", find("independent"));
+    // A full chain gains nothing (the runtime falls back to in-order execution).
+    assert!(p("chain", "2") < 1.1, "{}", find("chain"));
+    assert!(p("chain", "64") < 1.1, "{}", find("chain"));
+    // One dependence every fourth epoch: fine on 2 cores, limited further out.
+    assert!(p("every fourth", "2") > 1.6, "{}", find("every fourth"));
+    assert!(p("every fourth", "64") < p("independent", "64"), "{v}");
+    // A short conflicting tail after a checkpoint: the heads overlap.
+    assert!(
+        p("checkpointed tail", "2") > 1.6,
+        "{}",
+        find("checkpointed tail")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
