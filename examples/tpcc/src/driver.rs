@@ -217,8 +217,9 @@ pub fn load(
     Ok(meta)
 }
 
-/// Appends acknowledged New Orders to a file, one `w d o_id` line each, written and
-/// flushed before the next transaction starts.
+/// Appends acknowledged New Orders to a file, one `w d o_id` line each, handed to the
+/// operating system before the next transaction starts: enough to survive the process
+/// being killed, which is what the crash tests do (not a power failure).
 pub struct AckLog {
     file: std::fs::File,
 }

@@ -36,6 +36,7 @@ fn kill_and_check(mode: &str, dir: &Path, rounds: usize) {
             "--db",
         ])
         .arg(&db)
+        .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
