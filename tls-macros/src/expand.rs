@@ -868,3 +868,28 @@ fn check_args(sig: &syn::Signature) -> Vec<TokenStream> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn return_types_that_can_be_repeated_in_the_body() {
+        assert!(nameable(quote!(Result<Vec<&'a str>, Error>)));
+        assert!(nameable(quote!(Option<&'static T>)));
+        assert!(!nameable(quote!(impl Iterator<Item = u32>)));
+        assert!(!nameable(quote!(Option<&str>)));
+        assert!(!nameable(quote!(Cursor<'_>)));
+    }
+
+    #[test]
+    fn print_macros_are_delayed_and_other_writes_are_not() {
+        let m: syn::Macro = syn::parse_quote!(println!("{x}"));
+        let out = delayed_print(&m).unwrap().to_string();
+        assert!(out.contains("print_at_commit"), "{out}");
+        let m: syn::Macro = syn::parse_quote!(writeln!(std::io::stderr(), "{x}"));
+        assert!(delayed_print(&m).unwrap().to_string().contains("Stderr"));
+        let m: syn::Macro = syn::parse_quote!(writeln!(file, "{x}"));
+        assert!(delayed_print(&m).is_none());
+    }
+}

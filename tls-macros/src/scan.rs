@@ -417,3 +417,78 @@ pub(crate) fn outer_mut_names(func: &syn::ImplItemFn) -> BTreeSet<String> {
     Lets(&mut names).visit_block(&func.block);
     names
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn names(ids: &[Ident]) -> Vec<String> {
+        ids.iter().map(|i| i.to_string()).collect()
+    }
+
+    #[test]
+    fn inline_format_arguments_are_mentions() {
+        let mut out = Vec::new();
+        token_mentions(quote!("{a} {{b}} {c:>4} {} {0}", d, e.len()), &mut out);
+        assert_eq!(names(&out), ["a", "c", "d", "e"]);
+    }
+
+    #[test]
+    fn locals_live_across_a_checkpoint_are_carried() {
+        let f: ExprForLoop = syn::parse_quote! {
+            for (i, x) in xs {
+                let mut a = f(x);
+                let b = g(i);
+                let unused = 3;
+                checkpoint!();
+                a += b;
+                checkpoint!();
+                println!("{a}");
+            }
+        };
+        let carried = carried(&f);
+        assert_eq!(carried.len(), 2);
+        let first: Vec<(String, bool)> = carried[0]
+            .iter()
+            .map(|b| (b.ident.to_string(), b.mutable))
+            .collect();
+        assert_eq!(first, [("a".into(), true), ("b".into(), false)]);
+        assert_eq!(
+            names(
+                &carried[1]
+                    .iter()
+                    .map(|b| b.ident.clone())
+                    .collect::<Vec<_>>()
+            ),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn the_single_outermost_for_loop_is_selected() {
+        let block: syn::Block = syn::parse_quote!({
+            let c = || for _ in 0..1 {};
+            while go() {
+                for x in xs {
+                    for y in ys {}
+                }
+            }
+        });
+        let f = Finder::find(&block);
+        assert_eq!(f.mode, Mode::Single);
+        assert_eq!(f.selected.len(), 1);
+    }
+
+    #[test]
+    fn write_targets_are_plain_variables() {
+        let e: Expr = syn::parse_quote!(*total);
+        assert_eq!(
+            plain_target(&e).map(|i| i.to_string()),
+            Some("total".into())
+        );
+        let e: Expr = syn::parse_quote!(s.total);
+        assert_eq!(plain_target(&e), None);
+        assert_eq!(root_ident(&e).map(|i| i.to_string()), Some("s".into()));
+    }
+}

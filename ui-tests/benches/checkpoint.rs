@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tls_runtime::{Spec, checkpoint, last_report, tls_loop};
 
 const EPOCHS: u64 = 4000;
-const REPS: usize = 7;
+const REPS: usize = 15;
 
 /// The private phase: tens of microseconds of work touching no shared data.
 fn private(x: u64) -> u64 {
