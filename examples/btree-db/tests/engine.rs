@@ -74,7 +74,17 @@ fn abort_undoes_everything() {
 #[test]
 fn lock_conflict_blocks_then_times_out() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(&dir, 4096, 64);
+    // Long enough that the waiting reader below outlasts the writer's
+    // sleep-then-commit even on a loaded machine.
+    let db = Database::open(
+        dir.path().join("t.db"),
+        Options {
+            sync: SyncMode::Off,
+            lock_timeout: Duration::from_millis(1500),
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let t = db.create_table("t").unwrap();
     let mut w = db.begin();
     w.put(t, b"x", b"1").unwrap();
