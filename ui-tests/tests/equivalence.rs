@@ -539,3 +539,48 @@ fn loop_source_is_evaluated_before_accumulating() {
         assert_eq!(doubled(Some(vec![5]), t), [5, 50], "threads {t}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Reports name the loop and point at the user's `for`.
+// ---------------------------------------------------------------------------------------
+
+#[tls_loop(name = "squares", threads = 2, chunk = 2)]
+fn squares(v: &SpecVec<u64>) {
+    for i in 0..v.len() {
+        v.set(i, (i * i) as u64);
+    }
+}
+
+#[tls_loop(threads = 2)]
+fn unnamed(v: &SpecVec<u64>) {
+    for i in 0..v.len() {
+        v.set(i, i as u64);
+    }
+}
+
+#[test]
+fn reports_name_the_loop_and_its_source_line() {
+    let v = SpecVec::from(vec![0u64; 64]);
+    squares(&v);
+    let r = tls_runtime::last_report().expect("a report");
+    assert_eq!(r.name, "squares");
+    assert!(
+        r.location.file().ends_with("equivalence.rs"),
+        "{}",
+        r.location.file()
+    );
+    assert_eq!(v.get(7), 49);
+    unnamed(&v);
+    let r = tls_runtime::last_report().expect("a report");
+    let src = include_str!("equivalence.rs");
+    let for_line = src
+        .lines()
+        .position(|l| l.contains("fn unnamed("))
+        .map(|i| i as u32 + 2)
+        .unwrap();
+    assert_eq!(
+        r.location.line(),
+        for_line,
+        "the report points at the `for`"
+    );
+}
