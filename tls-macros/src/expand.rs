@@ -674,7 +674,14 @@ fn delayed_print(mac: &syn::Macro) -> Option<TokenStream> {
         return Some(quote!(#rt::print_at_commit(#s, #text, #newline)));
     }
     let (_, newline) = WRITE_MACROS.iter().find(|(n, _)| *n == name)?;
-    let (target, rest) = split_first_arg(mac.tokens.clone())?;
+    let (mut target, rest) = split_first_arg(mac.tokens.clone())?;
+    // `stdout().lock()` writes to the same stream.
+    while let Expr::MethodCall(m) = target {
+        if m.method != "lock" || !m.args.is_empty() {
+            return None;
+        }
+        target = *m.receiver;
+    }
     let Expr::Call(call) = target else {
         return None;
     };
@@ -889,6 +896,8 @@ mod tests {
         assert!(out.contains("print_at_commit"), "{out}");
         let m: syn::Macro = syn::parse_quote!(writeln!(std::io::stderr(), "{x}"));
         assert!(delayed_print(&m).unwrap().to_string().contains("Stderr"));
+        let m: syn::Macro = syn::parse_quote!(write!(io::stdout().lock(), "{x}"));
+        assert!(delayed_print(&m).unwrap().to_string().contains("Stdout"));
         let m: syn::Macro = syn::parse_quote!(writeln!(file, "{x}"));
         assert!(delayed_print(&m).is_none());
     }
