@@ -163,7 +163,11 @@ fn run(ops: Vec<Op>, bulk: u16) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // BTREE_DB_SOAK=1 runs ten times as many sequences.
+    #![proptest_config(ProptestConfig {
+        cases: if std::env::var_os("BTREE_DB_SOAK").is_some() { 240 } else { 24 },
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn blink_tree_matches_btreemap(ops in proptest::collection::vec(op(), 1..300), bulk in 1500u16..2600) {
         run(ops, bulk);
