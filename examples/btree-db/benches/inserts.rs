@@ -101,7 +101,12 @@ fn main() {
         "{:<28} {:>8} {:>14} {:>10}",
         "engine", "threads", "ops/s", "vs map"
     );
-    for threads in [1, 2] {
+    // BENCH_THREADS=2 runs only that thread count (for profiling).
+    let counts: Vec<usize> = match std::env::var("BENCH_THREADS").ok().and_then(|v| v.parse().ok()) {
+        Some(t) => vec![t],
+        None => vec![1, 2],
+    };
+    for threads in counts {
         let map = run_map(n, threads);
         let db = run_db(n, threads, batch);
         println!(
