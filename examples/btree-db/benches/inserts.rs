@@ -102,7 +102,10 @@ fn main() {
         "engine", "threads", "ops/s", "vs map"
     );
     // BENCH_THREADS=2 runs only that thread count (for profiling).
-    let counts: Vec<usize> = match std::env::var("BENCH_THREADS").ok().and_then(|v| v.parse().ok()) {
+    let counts: Vec<usize> = match std::env::var("BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         Some(t) => vec![t],
         None => vec![1, 2],
     };
