@@ -25,7 +25,7 @@
 //!   CRC-32 checksum and the LSN of the last log record applied to it. Page 0
 //!   is the file header (magic, format version, page size, checkpoint), page 1
 //!   the meta page (page count, free list), page 2 the catalog tree's root.
-//! * **Buffer pool.** A page-id hash table over a fixed array of frames;
+//! * **Buffer pool.** A sharded, direct-mapped page table over a fixed array of frames;
 //!   pages are pinned by `get_page` and unpinned by `put_page`, latched
 //!   shared or exclusive while read or changed, written back when evicted
 //!   (after the log up to their page LSN: the WAL rule) and at checkpoints.
