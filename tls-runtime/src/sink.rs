@@ -3,7 +3,7 @@
 //! writes JSON), and the epoch timeline of `TLS_TRACE`.
 
 use crate::config::{ReportSink, env};
-use crate::report::{LoopReport, SourceLocation};
+use crate::report::{LoopReport, RunMode, SourceLocation};
 use std::fmt::Write as _;
 use std::sync::{Mutex, Once};
 use std::time::Duration;
@@ -13,6 +13,8 @@ use std::time::Duration;
 struct Totals {
     name: String,
     location: SourceLocation,
+    mode: RunMode,
+    threads: usize,
     count: u64,
     epochs: u64,
     items: u64,
@@ -69,6 +71,8 @@ pub(crate) fn record(r: &LoopReport) {
             all.push(Totals {
                 name: r.name.clone(),
                 location: r.location,
+                mode: r.mode,
+                threads: r.threads,
                 count: 0,
                 epochs: 0,
                 items: 0,
@@ -213,12 +217,19 @@ fn json(all: &[Totals]) -> String {
     for (i, t) in all.iter().enumerate() {
         let _ = write!(
             out,
-            "  {{\"name\": {}, \"location\": {}, \"count\": {}, \"epochs\": {}, \"items\": {}, \
+            "  {{\"name\": {}, \"location\": {}, \"mode\": \"{}\", \"threads\": {}, \
+             \"count\": {}, \"epochs\": {}, \"items\": {}, \
              \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"wall_ns\": {}, \
              \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
              \"dependences\": [",
             json_str(&t.name),
             json_str(&t.location.to_string()),
+            match t.mode {
+                RunMode::Parallel => "parallel",
+                RunMode::Sequential => "sequential",
+                RunMode::Profile => "profile",
+            },
+            t.threads,
             t.count,
             t.epochs,
             t.items,

@@ -1,0 +1,278 @@
+//! `tls-chart`: the normalized-time breakdown of speculative loops as an SVG bar chart,
+//! drawn from the JSON that `TLS_REPORT=<path>.json` writes.
+//!
+//! ```text
+//! tls-chart [--baseline SEQUENTIAL.json] -o chart.svg REPORT.json [REPORT.json ...]
+//! ```
+//!
+//! One stacked bar per loop and report file: its height is the loop's execution time
+//! normalized to the sequential time (1.0 = as fast as the sequential loop; lower is
+//! faster), split into the share of thread time spent busy on work that committed,
+//! on work that violations threw away, waiting for room to run, and idle, the picture
+//! of the CMU study of TLS on BerkeleyDB. The sequential time is the loop's wall time
+//! in the `--baseline` report (a run with `TLS_MODE=sequential`), or else the work that
+//! committed (busy time summed over threads).
+
+use plotters::prelude::*;
+use plotters::style::text_anchor;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// One bar of the chart.
+#[derive(Debug, Clone, PartialEq)]
+struct Bar {
+    label: String,
+    /// Execution time over sequential time.
+    height: f64,
+    /// Shares of thread time: busy, violated, waiting, idle (sum 1).
+    shares: [f64; 4],
+}
+
+const CATEGORIES: [(&str, RGBColor); 4] = [
+    ("busy", RGBColor(76, 145, 65)),
+    ("violated", RGBColor(200, 60, 50)),
+    ("waiting", RGBColor(235, 180, 50)),
+    ("idle", RGBColor(170, 170, 170)),
+];
+
+fn usage() -> &'static str {
+    "usage: tls-chart [--baseline SEQUENTIAL.json] -o OUT.svg REPORT.json [REPORT.json ...]"
+}
+
+struct Args {
+    baseline: Option<PathBuf>,
+    out: PathBuf,
+    reports: Vec<PathBuf>,
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut baseline = None;
+    let mut out = None;
+    let mut reports = Vec::new();
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--baseline" => {
+                baseline = Some(args.next().ok_or("--baseline needs a file")?.into());
+            }
+            "-o" | "--out" => out = Some(args.next().ok_or("-o needs a file")?.into()),
+            "-h" | "--help" => return Err(usage().into()),
+            s if s.starts_with('-') => return Err(format!("unknown option {s}\n{}", usage())),
+            _ => reports.push(a.into()),
+        }
+    }
+    let out = out.ok_or_else(|| format!("missing -o OUT.svg\n{}", usage()))?;
+    if reports.is_empty() {
+        return Err(format!("no report given\n{}", usage()));
+    }
+    Ok(Args {
+        baseline,
+        out,
+        reports,
+    })
+}
+
+fn read_json(path: &PathBuf) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a TLS_REPORT JSON file: {e}", path.display()))?;
+    match v {
+        Value::Array(loops) => Ok(loops),
+        _ => Err(format!(
+            "{}: expected a JSON array of loops",
+            path.display()
+        )),
+    }
+}
+
+fn num(l: &Value, key: &str, file: &str) -> Result<f64, String> {
+    l.get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| format!("{file}: a loop has no numeric `{key}`"))
+}
+
+/// Turns report files into bars.
+fn bars(reports: &[(String, Vec<Value>)], baseline: &[Value]) -> Result<Vec<Bar>, String> {
+    let mut out = Vec::new();
+    for (file, loops) in reports {
+        for l in loops {
+            let name = l
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{file}: a loop has no name"))?;
+            let wall = num(l, "wall_ns", file)?;
+            let parts = [
+                num(l, "busy_ns", file)?,
+                num(l, "wasted_ns", file)?,
+                num(l, "wait_ns", file)?,
+                num(l, "idle_ns", file)?,
+            ];
+            let total: f64 = parts.iter().sum();
+            let sequential = baseline
+                .iter()
+                .find(|b| b.get("name").and_then(Value::as_str) == Some(name))
+                .and_then(|b| b.get("wall_ns").and_then(Value::as_f64))
+                .unwrap_or(parts[0]);
+            if sequential <= 0.0 || total <= 0.0 {
+                continue;
+            }
+            let threads = l.get("threads").and_then(Value::as_u64).unwrap_or(1);
+            let label = if reports.len() > 1 {
+                format!("{name} ({threads}t, {file})")
+            } else {
+                format!("{name} ({threads}t)")
+            };
+            out.push(Bar {
+                label,
+                height: wall / sequential,
+                shares: parts.map(|p| p / total),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn draw(bars: &[Bar], out: &PathBuf) -> Result<(), String> {
+    let width = (220 + 140 * bars.len() as u32).max(520);
+    let root = SVGBackend::new(out, (width, 420)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", out.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let top = bars.iter().map(|b| b.height).fold(1.0f64, f64::max) * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Execution time normalized to sequential",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..bars.len() as f64, 0f64..top)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("time / sequential time")
+        .draw()
+        .map_err(|e| err(&e))?;
+    // Each bar's name, centred under it.
+    for (i, b) in bars.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        let style = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK)
+            .pos(text_anchor::Pos::new(
+                text_anchor::HPos::Center,
+                text_anchor::VPos::Top,
+            ));
+        root.draw(&Text::new(b.label.clone(), (x, y + 8), style))
+            .map_err(|e| err(&e))?;
+    }
+    for (k, (cat, colour)) in CATEGORIES.iter().enumerate() {
+        let rects = bars.iter().enumerate().map(|(i, b)| {
+            let below: f64 = b.shares[..k].iter().sum::<f64>() * b.height;
+            let h = b.shares[k] * b.height;
+            let x = i as f64;
+            Rectangle::new([(x + 0.2, below), (x + 0.8, below + h)], colour.filled())
+        });
+        chart
+            .draw_series(rects)
+            .map_err(|e| err(&e))?
+            .label(*cat)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+    }
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, 1.0), (bars.len() as f64, 1.0)],
+            BLACK.stroke_width(1),
+        )))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+fn run() -> Result<(), String> {
+    let args = parse_args(std::env::args().skip(1))?;
+    let baseline = match &args.baseline {
+        Some(p) => read_json(p)?,
+        None => Vec::new(),
+    };
+    let mut reports = Vec::new();
+    for p in &args.reports {
+        let name = p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        reports.push((name, read_json(p)?));
+    }
+    let bars = bars(&reports, &baseline)?;
+    if bars.is_empty() {
+        return Err("the reports hold no loop with any time to draw".into());
+    }
+    draw(&bars, &args.out)?;
+    for b in &bars {
+        println!(
+            "{:<40} {:>6.3}  busy {:>5.1}%  violated {:>5.1}%  waiting {:>5.1}%  idle {:>5.1}%",
+            b.label,
+            b.height,
+            100.0 * b.shares[0],
+            100.0 * b.shares[1],
+            100.0 * b.shares[2],
+            100.0 * b.shares[3]
+        );
+    }
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tls-chart: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn loop_json(name: &str, wall: u64, busy: u64, wasted: u64, wait: u64, idle: u64) -> Value {
+        json!({"name": name, "threads": 2, "wall_ns": wall, "busy_ns": busy,
+               "wasted_ns": wasted, "wait_ns": wait, "idle_ns": idle})
+    }
+
+    #[test]
+    fn bars_are_normalized_to_the_baseline() {
+        let par = vec![loop_json("items", 600, 1000, 100, 50, 50)];
+        let seq = vec![loop_json("items", 1000, 1000, 0, 0, 0)];
+        let b = bars(&[("par.json".into(), par.clone())], &seq).unwrap();
+        assert_eq!(b.len(), 1);
+        assert!((b[0].height - 0.6).abs() < 1e-12);
+        assert!((b[0].shares.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!((b[0].shares[1] - 100.0 / 1200.0).abs() < 1e-12);
+        // Without a baseline, the committed work stands for the sequential time.
+        let b = bars(&[("par.json".into(), par)], &[]).unwrap();
+        assert!((b[0].height - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let bad = vec![json!({"name": "x"})];
+        assert!(bars(&[("f".into(), bad)], &[]).is_err());
+        assert!(parse_args(["r.json".to_string()].into_iter()).is_err());
+        assert!(parse_args(["-o".to_string()].into_iter()).is_err());
+        assert!(parse_args(["--frobnicate".to_string()].into_iter()).is_err());
+    }
+}
