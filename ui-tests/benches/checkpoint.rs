@@ -52,20 +52,28 @@ fn with_checkpoint(counter: &Spec<u64>) {
     }
 }
 
-fn best(f: impl Fn(&Spec<u64>), expected: u64) -> Duration {
-    let mut best = Duration::MAX;
-    for _ in 0..REPS {
-        let counter = Spec::new(0);
-        let t0 = Instant::now();
-        f(&counter);
-        best = best.min(t0.elapsed());
-        assert_eq!(
-            counter.into_inner(),
-            expected,
-            "speculation changed the result"
-        );
-    }
-    best
+fn time(f: fn(&Spec<u64>), expected: u64) -> Duration {
+    let counter = Spec::new(0);
+    let t0 = Instant::now();
+    f(&counter);
+    let t = t0.elapsed();
+    assert_eq!(
+        counter.into_inner(),
+        expected,
+        "speculation changed the result"
+    );
+    t
+}
+
+/// The machine's load average and cores, for the reader of the ratios: they mean
+/// something only when the two threads get two cores.
+fn load() -> String {
+    let avg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_else(|| "?".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("load average {avg} on {cores} cores")
 }
 
 fn main() {
@@ -74,16 +82,31 @@ fn main() {
         plain(&c);
         c.into_inner()
     };
-    let t_plain = best(plain, expected);
-    let t_without = best(without_checkpoint, expected);
-    let report_without = last_report();
-    let t_with = best(with_checkpoint, expected);
-    let report_with = last_report();
+    println!("before: {}", load());
+    // Interleaved, so that other work on the machine slows all three alike; the best
+    // of each is kept.
+    let (mut t_plain, mut t_without, mut t_with) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    let (mut report_without, mut report_with) = (None, None);
+    for _ in 0..REPS {
+        t_plain = t_plain.min(time(plain, expected));
+        let t = time(without_checkpoint, expected);
+        if t < t_without {
+            t_without = t;
+            report_without = last_report();
+        }
+        let t = time(with_checkpoint, expected);
+        if t < t_with {
+            t_with = t;
+            report_with = last_report();
+        }
+    }
+    println!("after:  {}", load());
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!("{EPOCHS} epochs, 2 threads, best of {REPS}");
     println!("  plain loop                     {:8.2} ms", ms(t_plain));
     println!("  #[tls_loop] without checkpoint {:8.2} ms", ms(t_without));
     println!("  #[tls_loop] with checkpoint!() {:8.2} ms", ms(t_with));
+    // The reports of the best runs.
     for (what, r) in [("without", report_without), ("with", report_with)] {
         if let Some(r) = r {
             println!(
