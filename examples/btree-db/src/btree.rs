@@ -116,9 +116,23 @@ impl Store {
     /// record changed (all still exclusively latched, so per-page LSN order
     /// is modification order). A speculative epoch can defer this call, and
     /// the stamping with it, to its commit.
-    pub(crate) fn log(&self, rec: &mut RecBuilder, pages: &mut [&mut dyn PageWrite]) -> u64 {
-        let lsn = self.wal.append(rec.finish());
-        for p in pages.iter_mut() {
+    ///
+    /// Full-page writes: a page not logged whole since the newest checkpoint
+    /// began gets its image put first in the record, so recovery can rebuild
+    /// it even if a write of it was torn by a crash.
+    pub(crate) fn log(
+        &self,
+        rec: &mut RecBuilder,
+        pages: &mut [(PageId, &mut dyn PageWrite)],
+    ) -> u64 {
+        let lsn = self.wal.append_with_images(rec, |threshold, rec| {
+            for (id, p) in pages.iter() {
+                if p.page_lsn() < threshold && !rec.has_image(*id) {
+                    rec.prepend_image(*id, &**p);
+                }
+            }
+        });
+        for (_, p) in pages.iter_mut() {
             p.set_page_lsn(lsn);
         }
         lsn
@@ -172,7 +186,7 @@ impl Store {
         let mut g = p.write();
         node::init(&mut g, KIND_LEAF, 0);
         rec.op_image(id, &g);
-        self.log(&mut rec, &mut [&mut g, &mut meta]);
+        self.log(&mut rec, &mut [(id, &mut g), (META_PAGE, &mut meta)]);
         Ok(id)
     }
 
@@ -213,7 +227,7 @@ impl Store {
             rec.op_write(id, OFF_NEXT_FREE, &head.to_le_bytes());
             meta.write_u32(META_FREE_HEAD, id);
             rec.op_write(META_PAGE, META_FREE_HEAD, &id.to_le_bytes());
-            self.log(&mut rec, &mut [&mut g, &mut meta]);
+            self.log(&mut rec, &mut [(id, &mut g), (META_PAGE, &mut meta)]);
         }
         Ok(())
     }
@@ -365,7 +379,7 @@ impl Store {
                     node::read_value(&g, i, &mut ctx.old);
                     ctx.had_old = true;
                     node::remove_at(&mut g, i);
-                    self.log_change(ctx, mode, key, |r| r.op_delete(p.id(), key), &mut g);
+                    self.log_change(ctx, mode, key, |r| r.op_delete(p.id(), key), p.id(), &mut g);
                     return Ok(Outcome::Done);
                 }
                 (Modify::Insert(v) | Modify::Update(v) | Modify::Put(v), _) => v,
@@ -412,11 +426,11 @@ impl Store {
         match node::search(g, key) {
             Ok(i) => {
                 node::replace_at(g, i, val);
-                self.log_change(ctx, mode, key, |r| r.op_replace(id, key, val), g);
+                self.log_change(ctx, mode, key, |r| r.op_replace(id, key, val), id, g);
             }
             Err(i) => {
                 node::insert_at(g, i, key, val);
-                self.log_change(ctx, mode, key, |r| r.op_insert(id, key, val), g);
+                self.log_change(ctx, mode, key, |r| r.op_insert(id, key, val), id, g);
             }
         }
     }
@@ -429,6 +443,7 @@ impl Store {
         mode: LogMode,
         key: &[u8],
         op: impl FnOnce(&mut RecBuilder),
+        id: PageId,
         g: &mut PageMut<'_>,
     ) {
         let rec = &mut ctx.rec;
@@ -444,7 +459,7 @@ impl Store {
         }
         rec.start_ops();
         op(rec);
-        ctx.prev = self.log(rec, &mut [g]);
+        ctx.prev = self.log(rec, &mut [(id, g)]);
     }
 
     /// Splits the latched node `p` (one redo-only record) and returns the
@@ -498,7 +513,15 @@ impl Store {
             rec.op_image(lid, &lg);
             rec.op_image(rid, &rg);
             rec.op_image(p.id(), &*g);
-            self.log(rec, &mut [&mut lg, &mut rg, g, &mut meta]);
+            self.log(
+                rec,
+                &mut [
+                    (lid, &mut lg),
+                    (rid, &mut rg),
+                    (p.id(), g),
+                    (META_PAGE, &mut meta),
+                ],
+            );
             drop(lg);
             drop(lp);
         } else {
@@ -513,7 +536,10 @@ impl Store {
             node::build(g, kind, level, &cells[..m], Some(&sep), rid);
             rec.op_image(rid, &rg);
             rec.op_image(p.id(), &*g);
-            self.log(rec, &mut [&mut rg, g, &mut meta]);
+            self.log(
+                rec,
+                &mut [(rid, &mut rg), (p.id(), g), (META_PAGE, &mut meta)],
+            );
         }
         // Latch before pin, always.
         drop(rg);
@@ -570,7 +596,7 @@ impl Store {
         rec.begin(0, 0, KIND_SMO);
         rec.start_ops();
         rec.op_insert(p.id(), sep, val);
-        self.log(rec, &mut [g]);
+        self.log(rec, &mut [(p.id(), g)]);
     }
 
     /// Walks every level of a tree checking order, high keys, right links and
@@ -646,7 +672,7 @@ impl Store {
             | Op::Write { page, .. } => page,
         };
         let ps = self.page_size();
-        let p = self.pool.get_page(page)?;
+        let p = self.pool.get_page_for_redo(page)?;
         let mut g = p.write();
         if g.page_lsn() >= lsn {
             return Ok(None);

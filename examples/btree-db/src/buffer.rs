@@ -223,6 +223,17 @@ impl BufferPool {
 
     /// Pins page `id`, reading it from disk on a miss.
     pub(crate) fn get_page(&self, id: PageId) -> Result<PinnedPage<'_>> {
+        self.get_page_inner(id, false)
+    }
+
+    /// `get_page` for redo: a page that fails its checksum or structure
+    /// check (a torn write) is loaded as zeros instead, for the full-page
+    /// image in the log to rebuild; any other redo operation on it fails.
+    pub(crate) fn get_page_for_redo(&self, id: PageId) -> Result<PinnedPage<'_>> {
+        self.get_page_inner(id, true)
+    }
+
+    fn get_page_inner(&self, id: PageId, torn_ok: bool) -> Result<PinnedPage<'_>> {
         if id == 0 || id >= MAX_PAGES {
             return Err(Error::Corrupt {
                 page: id,
@@ -247,7 +258,13 @@ impl BufferPool {
         let loaded = (|| {
             let mut buf = PageBuf::new(self.page_size());
             self.pager.read_page(id, buf.as_bytes_mut())?;
-            page::verify(id, buf.as_bytes())?;
+            match page::verify(id, buf.as_bytes()) {
+                Ok(()) => {}
+                Err(Error::BadChecksum { .. } | Error::Corrupt { .. }) if torn_ok => {
+                    buf.as_bytes_mut().fill(0);
+                }
+                Err(e) => return Err(e),
+            }
             let mut g = fr.data.write(&fr.dirty);
             g.write_bytes(0, buf.as_bytes());
             Ok::<(), Error>(())

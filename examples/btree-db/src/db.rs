@@ -258,6 +258,7 @@ impl Database {
         };
         let ps = pager.page_size();
         let wal = Arc::new(Wal::new(&path, options.log_segment_bytes, header.log_start));
+        wal.set_fpw_threshold(header.checkpoint_lsn);
         let pool = BufferPool::new(
             pager,
             wal.clone(),
@@ -456,7 +457,7 @@ impl Database {
     pub fn checkpoint(&self) -> Result<()> {
         let _one = lock(&self.checkpoint_lock);
         let wal = &self.store.wal;
-        let redo = wal.next_lsn();
+        let redo = wal.begin_checkpoint();
         let oldest = lock(&self.active)
             .values()
             .copied()

@@ -39,7 +39,9 @@
 //!   key, old value) with compensation records. Group commit shares one write
 //!   and sync among concurrent committers. Checkpoints are fuzzy (no
 //!   quiescing): flush the log and all dirty pages, then record the new redo
-//!   start in the header. Recovery on open: analysis, redo, undo of losers.
+//!   start in the header. The first change to a page after a checkpoint
+//!   began logs the whole page first (full-page writes), so a page write torn
+//!   by a crash is rebuilt. Recovery on open: analysis, redo, undo of losers.
 //!
 //! # API
 //!

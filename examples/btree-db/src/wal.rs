@@ -57,6 +57,8 @@ pub(crate) struct RecBuilder {
     pub(crate) buf: Vec<u8>,
     nops_at: usize,
     nops: u16,
+    /// Pages this record carries a whole image of.
+    imaged: Vec<PageId>,
 }
 
 impl RecBuilder {
@@ -69,6 +71,7 @@ impl RecBuilder {
         self.buf.push(kind);
         self.nops = 0;
         self.nops_at = 0;
+        self.imaged.clear();
     }
 
     pub(crate) fn update_header(&mut self, table: u32, key: &[u8], old: Option<&[u8]>) {
@@ -106,10 +109,31 @@ impl RecBuilder {
     }
 
     /// Logs the whole current content of `page`.
-    pub(crate) fn op_image<P: PageAccess>(&mut self, page: PageId, p: &P) {
+    pub(crate) fn op_image<P: PageAccess + ?Sized>(&mut self, page: PageId, p: &P) {
         self.op(OP_IMAGE, page);
         self.u16(p.page_size());
         p.append_to(0, p.page_size(), &mut self.buf);
+        self.imaged.push(page);
+    }
+
+    /// Whether the record already holds a whole image of `page`.
+    pub(crate) fn has_image(&self, page: PageId) -> bool {
+        self.imaged.contains(&page)
+    }
+
+    /// Puts a whole image of `page` *before* the record's other operations
+    /// (a full-page write): redo then rebuilds a torn page from the image,
+    /// and the record's own operations, idempotent by key, apply on top.
+    pub(crate) fn prepend_image<P: PageAccess + ?Sized>(&mut self, page: PageId, p: &P) {
+        let mut img = Vec::with_capacity(p.page_size() + 7);
+        img.push(OP_IMAGE);
+        img.extend_from_slice(&page.to_le_bytes());
+        img.extend_from_slice(&(p.page_size() as u16).to_le_bytes());
+        p.append_to(0, p.page_size(), &mut img);
+        let at = self.nops_at + 2;
+        self.buf.splice(at..at, img);
+        self.nops += 1;
+        self.imaged.push(page);
     }
 
     pub(crate) fn op_insert(&mut self, page: PageId, key: &[u8], val: &[u8]) {
@@ -339,6 +363,10 @@ impl<'a> Record<'a> {
 }
 
 struct WalState {
+    /// Full-page-write threshold: the redo start of the newest checkpoint
+    /// begun. A page whose LSN is below it gets a whole image in the first
+    /// record that changes it (see [`Wal::append_with_images`]).
+    fpw_threshold: u64,
     buf: Vec<u8>,
     /// LSN of `buf[0]`.
     buf_lsn: u64,
@@ -377,6 +405,7 @@ impl Wal {
             base: db_path.to_path_buf(),
             seg_size,
             state: Mutex::new(WalState {
+                fpw_threshold: end,
                 buf: Vec::with_capacity(BUFFER_LIMIT + (64 << 10)),
                 buf_lsn: end,
                 next_lsn: end,
@@ -433,21 +462,52 @@ impl Wal {
         lock(&self.state).next_lsn
     }
 
-    /// Appends a finished record, assigning its LSN: the one call through
-    /// which every log record enters the log. Never fails: the record is in
-    /// the buffer; an error writing a full buffer is reported by the next
-    /// explicit [`Wal::flush`] (commit, checkpoint, page write-back).
-    pub(crate) fn append(&self, rec: &mut [u8]) -> u64 {
+    /// Starts a checkpoint: returns its redo start (the next LSN) and, in
+    /// the same critical section, raises the full-page-write threshold to
+    /// it, so every record at or after the redo start sees the new
+    /// threshold.
+    pub(crate) fn begin_checkpoint(&self) -> u64 {
+        let mut st = lock(&self.state);
+        st.fpw_threshold = st.fpw_threshold.max(st.next_lsn);
+        st.next_lsn
+    }
+
+    /// Sets the full-page-write threshold at open (the header's redo start).
+    pub(crate) fn set_fpw_threshold(&self, lsn: u64) {
+        lock(&self.state).fpw_threshold = lsn;
+    }
+
+    /// Appends a record, assigning its LSN: the one call through which
+    /// every log record enters the log. `images` runs first, under the same
+    /// lock as the LSN assignment, with the full-page-write threshold, to
+    /// prepend images of pages not logged whole since the last checkpoint.
+    /// Never fails: the record is in the buffer; an error writing a full
+    /// buffer is reported by the next explicit [`Wal::flush`] (commit,
+    /// checkpoint, page write-back).
+    pub(crate) fn append_with_images(
+        &self,
+        rec: &mut RecBuilder,
+        images: impl FnOnce(u64, &mut RecBuilder),
+    ) -> u64 {
+        let st = lock(&self.state);
+        images(st.fpw_threshold, rec);
+        let bytes = rec.finish();
+        self.append_locked(st, bytes)
+    }
+
+    fn append_locked(&self, st: std::sync::MutexGuard<'_, WalState>, rec: &mut [u8]) -> u64 {
+        let mut st = st;
         let len = rec.len() as u64;
         let (lsn, full) = {
-            let mut st = lock(&self.state);
             let lsn = st.next_lsn;
             rec[8..16].copy_from_slice(&lsn.to_le_bytes());
             let crc = crc32fast::hash(&rec[8..]);
             rec[4..8].copy_from_slice(&crc.to_le_bytes());
             st.buf.extend_from_slice(rec);
             st.next_lsn += len;
-            (lsn, st.buf.len() >= BUFFER_LIMIT)
+            let full = st.buf.len() >= BUFFER_LIMIT;
+            drop(st);
+            (lsn, full)
         };
         self.appended_bytes.fetch_add(len, Ordering::Relaxed);
         if full {
