@@ -52,6 +52,20 @@ fn with_checkpoint(counter: &Spec<u64>) {
     }
 }
 
+/// `without_checkpoint` written against the runtime directly, to show what the macro
+/// adds (nothing measurable).
+fn runtime_api(counter: &Spec<u64>) {
+    tls_runtime::Loop::new()
+        .name("bench.runtime_api")
+        .threads(2)
+        .run(0..EPOCHS, |i| {
+            let v = private(black_box(i));
+            let c = counter.get();
+            counter.set(c + v);
+            tls_runtime::Control::<()>::Continue
+        });
+}
+
 fn time(f: fn(&Spec<u64>), expected: u64) -> Duration {
     let counter = Spec::new(0);
     let t0 = Instant::now();
@@ -86,9 +100,11 @@ fn main() {
     // Interleaved, so that other work on the machine slows all three alike; the best
     // of each is kept.
     let (mut t_plain, mut t_without, mut t_with) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    let mut t_api = Duration::MAX;
     let (mut report_without, mut report_with) = (None, None);
     for _ in 0..REPS {
         t_plain = t_plain.min(time(plain, expected));
+        t_api = t_api.min(time(runtime_api, expected));
         let t = time(without_checkpoint, expected);
         if t < t_without {
             t_without = t;
@@ -106,6 +122,7 @@ fn main() {
     println!("  plain loop                     {:8.2} ms", ms(t_plain));
     println!("  #[tls_loop] without checkpoint {:8.2} ms", ms(t_without));
     println!("  #[tls_loop] with checkpoint!() {:8.2} ms", ms(t_with));
+    println!("  Loop::run, same loop, no macro {:8.2} ms", ms(t_api));
     // The reports of the best runs.
     for (what, r) in [("without", report_without), ("with", report_with)] {
         if let Some(r) = r {
