@@ -112,7 +112,7 @@ impl Store {
     }
 
     /// The log seam: every record an operation produces goes through here.
-    /// [`Wal::append`] assigns the LSN, which is then stamped on each page the
+    /// [`Wal::append_with_images`] assigns the LSN, which is then stamped on each page the
     /// record changed (all still exclusively latched, so per-page LSN order
     /// is modification order). A speculative epoch can defer this call, and
     /// the stamping with it, to its commit.

@@ -4,7 +4,7 @@
 //! This module is the swap point for speculation: a frame is a page-sized
 //! byte array behind a reader-writer latch, and nothing outside this module
 //! sees the array itself, only [`PageRef`] / [`PageMut`], which implement the
-//! offset-based [`PageAccess`] / [`PageWrite`] accessor.
+//! offset-based [`crate::PageAccess`] / [`crate::PageWrite`] accessor.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};

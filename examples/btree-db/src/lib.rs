@@ -81,7 +81,7 @@
 //! * `BufferPool::get_page` / `put_page`, `LockManager::acquire` /
 //!   `release_one`, and `Cursor` open / [`Cursor::close`] are plain functions.
 //! * Every log record goes through one call, `Store::log`, where
-//!   `Wal::append` assigns the LSN and the changed pages are stamped with it.
+//!   `Wal::append_with_images` assigns the LSN and the changed pages are stamped with it.
 //! * The lock manager counts acquisitions per transaction and lock, so one
 //!   acquisition can be undone.
 

@@ -2,7 +2,7 @@
 //!
 //! The log is one byte stream cut into segment files `<db>.wal.<n>` of a
 //! fixed size; a record's LSN is its byte offset in the stream, assigned in
-//! [`Wal::append`] — the single entry point for every record. Appends go to
+//! [`Wal::append_with_images`] — the single entry point for every record. Appends go to
 //! an in-memory buffer; [`Wal::flush`] writes the buffer (and optionally
 //! syncs). Whoever flushes takes everything appended so far, so concurrent
 //! committers share one write and one sync (group commit).
@@ -165,7 +165,7 @@ impl RecBuilder {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Completes the record; it is ready for [`Wal::append`].
+    /// Completes the record; it is ready to append.
     pub(crate) fn finish(&mut self) -> &mut [u8] {
         if self.nops_at != 0 {
             let n = self.nops.to_le_bytes();
