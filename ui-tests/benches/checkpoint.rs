@@ -127,11 +127,15 @@ fn main() {
     for (what, r) in [("without", report_without), ("with", report_with)] {
         if let Some(r) = r {
             println!(
-                "  {what:7} checkpoint: {} violations, {} rollbacks, {} epochs in order, wasted {:.2} ms",
+                "  {what:7} checkpoint: {} violations, {} rollbacks, {} epochs in order; \
+                 busy {:.2} ms, wasted {:.2} ms, waiting {:.2} ms, idle {:.2} ms",
                 r.violations,
                 r.rollbacks,
                 r.in_order_epochs,
-                ms(r.wasted)
+                ms(r.busy),
+                ms(r.wasted),
+                ms(r.wait),
+                ms(r.idle)
             );
         }
     }
