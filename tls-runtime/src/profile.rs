@@ -22,10 +22,13 @@
 //!   back to in-order execution when speculation loses, so a prediction below about
 //!   1 is reported as the in-order cost instead.
 //!
+//! A violation that hits a running epoch also costs the unwinding of its stack.
+//!
 //! The costs come from a short calibration the first time profile mode runs a loop:
-//! a tracked read in a speculative epoch versus a plain one, and an empty speculative
-//! loop on two threads (per-epoch cost = its busy time per epoch; serialized cost =
-//! its wall time per epoch).
+//! a tracked read in a speculative epoch versus a plain one, an empty speculative loop
+//! on two threads (per-epoch cost = its busy time per epoch; serialized cost = what
+//! its wall time per epoch has beyond half of that, the fastest of seven runs), and the
+//! unwinding of a rollback.
 
 use crate::control::{Control, LoopOutcome, Step};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
@@ -158,6 +161,8 @@ pub(crate) struct Costs {
     pub(crate) access: f64,
     /// One clock read (removed from recorded times).
     pub(crate) clock: f64,
+    /// Unwinding a running epoch to its runner after a violation.
+    pub(crate) rollback: f64,
 }
 
 /// Measures the costs once per process.
@@ -220,7 +225,21 @@ fn calibrate() -> Costs {
     // is the part that does not overlap.
     let per_epoch = busy / epochs as f64;
     let serial = (wall / epochs as f64 - per_epoch / 2.0).max(per_epoch / 4.0);
+    // Unwinding a few frames of a violated epoch back to its runner.
+    #[inline(never)]
+    fn unwind_from(depth: u32) -> u32 {
+        if depth == 0 {
+            std::panic::resume_unwind(Box::new(crate::epoch::RollbackSignal));
+        }
+        unwind_from(depth - 1) + 1
+    }
+    let t = Instant::now();
+    for _ in 0..200 {
+        let _ = std::panic::catch_unwind(|| unwind_from(8));
+    }
+    let rollback = t.elapsed().as_nanos() as f64 / 200.0;
     Costs {
+        rollback,
         epoch: per_epoch,
         serial,
         access: (tracked - plain).max(0.0),
@@ -341,7 +360,12 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
                 }
             }
             match first {
-                Some((_, new_t0)) if new_t0 > t0 => t0 = new_t0,
+                Some((w, new_t0)) if new_t0 > t0 => {
+                    // A violation while the epoch runs unwinds it; one that comes after
+                    // it finished is handled by re-running it at commit.
+                    let unwind = if w < t0 + dur { costs.rollback } else { 0.0 };
+                    t0 = new_t0 + unwind;
+                }
                 _ => break,
             }
         }
@@ -395,6 +419,7 @@ mod tests {
         serial: 0.0,
         access: 0.0,
         clock: 0.0,
+        rollback: 0.0,
     };
 
     fn epoch(dur: f64, events: &[(f64, usize, Kind)]) -> EpochProfile {

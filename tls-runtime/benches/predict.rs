@@ -1,0 +1,165 @@
+//! Validates profile mode: for loops of known structure, the speedup that
+//! `TLS_MODE=profile` predicts for 2 cores against the one measured with 2 threads, in
+//! one run. The profile runs in a child process (the mode is read once per process).
+//!
+//! `cargo bench -p tls-runtime --bench predict`
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step};
+
+/// About `iters` ns of work.
+fn work(iters: u64, seed: u64) -> u64 {
+    let mut x = seed | 1;
+    for i in 0..iters {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    black_box(x)
+}
+
+const EPOCHS: usize = 2000;
+const ITERS: u64 = 10_000;
+
+#[derive(Clone)]
+enum Seg {
+    Head(usize),
+    Tail(u64),
+}
+
+/// Runs loop `which` once, speculatively with `threads` (or plainly with 0).
+fn run(which: &str, threads: usize, site: &'static LoopSite) {
+    let out = SpecVec::from(vec![0u64; EPOCHS]);
+    let shared = Spec::new(0u64);
+    let lp = Loop::new()
+        .name(which.to_string())
+        .threads(threads.max(1))
+        .site(site);
+    match which {
+        "no dependence" => {
+            let body = |i: usize| out.set(i, work(ITERS, i as u64));
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "full chain" => {
+            let body = |i: usize| {
+                let a = shared.get();
+                shared.set(work(ITERS, a ^ i as u64));
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "every 8th depends" => {
+            let body = |i: usize| {
+                let s = if i % 8 == 0 { shared.get() } else { 0 };
+                let x = work(ITERS, s ^ i as u64);
+                out.set(i, x);
+                if i % 8 == 0 {
+                    shared.set(x);
+                }
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "checkpointed tail" => {
+            let head = |i: usize| work(ITERS, i as u64);
+            let tail = |x: u64| shared.update(|s| *s = s.wrapping_add(work(ITERS / 20, x)));
+            if threads == 0 {
+                (0..EPOCHS).for_each(|i| tail(head(i)));
+            } else {
+                lp.run_segments(0..EPOCHS, Seg::Head, |s| match s {
+                    Seg::Head(i) => Step::Checkpoint(Seg::Tail(head(i))),
+                    Seg::Tail(x) => {
+                        tail(x);
+                        Step::Done(Control::<()>::Continue)
+                    }
+                });
+            }
+        }
+        other => panic!("unknown loop {other}"),
+    }
+}
+
+const LOOPS: [&str; 4] = [
+    "no dependence",
+    "full chain",
+    "every 8th depends",
+    "checkpointed tail",
+];
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::var_os("TLS_PREDICT_CHILD").is_some() {
+        for which in LOOPS {
+            run(which, 1, Box::leak(Box::new(LoopSite::new())));
+        }
+        return;
+    }
+    let report = std::env::temp_dir().join(format!("tls-predict-{}.json", std::process::id()));
+    let status = Command::new(std::env::current_exe().unwrap())
+        .env("TLS_PREDICT_CHILD", "1")
+        .env("TLS_MODE", "profile")
+        .env("TLS_REPORT", &report)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let predicted: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    std::fs::remove_file(&report).ok();
+    let pred = |name: &str, cores: &str| -> f64 {
+        predicted
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .map_or(f64::NAN, |l| {
+                l["predicted_speedup"][cores].as_f64().unwrap()
+            })
+    };
+    println!(
+        "{:<20} {:>12} {:>12} {:>8} {:>13}",
+        "loop (2000 x ~10us)", "predicted 2", "measured 2", "error", "predicted 16"
+    );
+    for which in LOOPS {
+        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        run(which, 2, site); // warm up, and let the adaptive policy settle
+        let (mut plain, mut spec) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let t = Instant::now();
+            run(which, 0, site);
+            plain.push(t.elapsed());
+            let t = Instant::now();
+            run(which, 2, site);
+            spec.push(t.elapsed());
+        }
+        let measured = median(plain).as_secs_f64() / median(spec).as_secs_f64();
+        let p2 = pred(which, "2");
+        println!(
+            "{which:<20} {p2:>11.2}x {measured:>11.2}x {:>7.1}% {:>12.2}x",
+            100.0 * (p2 - measured) / measured,
+            pred(which, "16")
+        );
+    }
+}
