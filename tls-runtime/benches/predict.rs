@@ -63,10 +63,10 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
         }
         "every 8th depends" => {
             let body = |i: usize| {
-                let s = if i % 8 == 0 { shared.get() } else { 0 };
+                let s = if i.is_multiple_of(8) { shared.get() } else { 0 };
                 let x = work(ITERS, s ^ i as u64);
                 out.set(i, x);
-                if i % 8 == 0 {
+                if i.is_multiple_of(8) {
                     shared.set(x);
                 }
             };
