@@ -23,7 +23,7 @@ use core::panic::Location;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Epochs per decision window.
 pub(crate) const WINDOW: u32 = 8;
@@ -31,6 +31,9 @@ pub(crate) const WINDOW: u32 = 8;
 pub(crate) const MIN_BACKOFF: u64 = 32;
 /// Longest in-order stretch between probes.
 pub(crate) const MAX_BACKOFF: u64 = 4096;
+/// Speculation must estimate at least this speedup to go on; below it (a little
+/// above 1, since speculative epochs pay for tracking) in-order execution is faster.
+pub(crate) const MIN_GAIN: f64 = 1.1;
 /// The epoch length automatic chunking aims for.
 pub(crate) const TARGET_EPOCH: Duration = Duration::from_micros(10);
 /// The most iterations automatic chunking puts in one epoch.
@@ -42,8 +45,6 @@ pub struct LoopSite {
     in_order: AtomicBool,
     in_order_left: AtomicU64,
     backoff: AtomicU64,
-    window_epochs: AtomicU32,
-    window_rolled_back: AtomicU32,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     chunk: AtomicU32,
 }
@@ -61,8 +62,6 @@ impl LoopSite {
             in_order: AtomicBool::new(false),
             in_order_left: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
-            window_epochs: AtomicU32::new(0),
-            window_rolled_back: AtomicU32::new(0),
             chunk: AtomicU32::new(1),
         }
     }
@@ -88,8 +87,8 @@ impl LoopSite {
             (current / 2).max(1)
         } else {
             let per_item = busy.as_nanos() as f64 / items as f64;
-            let ideal =
-                (TARGET_EPOCH.as_nanos() as f64 / per_item.max(1.0)).clamp(1.0, MAX_CHUNK as f64);
+            let ideal = (TARGET_EPOCH.as_nanos() as f64 / per_item.max(1.0))
+                .clamp(1.0, f64::from(MAX_CHUNK));
             // Move by at most a factor of two per window.
             (ideal as u32).clamp((current / 2).max(1), current * 2)
         };
@@ -103,33 +102,86 @@ impl LoopSite {
     }
 
     /// One epoch ran in order; after `backoff` of them, probe speculation again.
+    /// Returns whether speculation resumes now.
     #[inline]
-    pub(crate) fn ran_in_order(&self) {
+    pub(crate) fn ran_in_order(&self) -> bool {
         if self.in_order_left.fetch_sub(1, Relaxed) <= 1 {
-            self.window_epochs.store(0, Relaxed);
-            self.window_rolled_back.store(0, Relaxed);
             self.in_order.store(false, Relaxed);
+            return true;
         }
+        false
     }
 
-    /// A participant committed `epochs` speculative epochs, `rolled_back` of which were
-    /// rolled back at least once. Decides once a window is full.
-    pub(crate) fn vote(&self, epochs: u32, rolled_back: u32) {
-        let total = self.window_epochs.fetch_add(epochs, Relaxed) + epochs;
-        let bad = self.window_rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
-        if total < WINDOW {
-            return;
-        }
-        self.window_epochs.store(0, Relaxed);
-        self.window_rolled_back.store(0, Relaxed);
+    /// The verdict on a window of speculation: if it did not pay, run in order for
+    /// the current backoff (doubled for next time); if it did, reset the backoff.
+    pub(crate) fn judge(&self, paid: bool) {
         let backoff = self.backoff.load(Relaxed);
-        if bad * 2 > total {
+        if paid {
+            self.backoff.store(MIN_BACKOFF, Relaxed);
+        } else {
             self.in_order_left.store(backoff, Relaxed);
             self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
             self.in_order.store(true, Relaxed);
-        } else {
-            self.backoff.store(MIN_BACKOFF, Relaxed);
         }
+    }
+}
+
+/// One loop run's window of speculative epochs, filled by its participants' votes
+/// (each hands over a few epochs at a time, so that commits do not all write one
+/// shared line) and judged when full.
+#[derive(Debug)]
+pub(crate) struct Window {
+    epochs: AtomicU32,
+    rolled_back: AtomicU32,
+    useful_ns: AtomicU64,
+    start: std::sync::Mutex<Instant>,
+}
+
+impl Window {
+    pub(crate) fn new() -> Self {
+        Window {
+            epochs: AtomicU32::new(0),
+            rolled_back: AtomicU32::new(0),
+            useful_ns: AtomicU64::new(0),
+            start: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Starts a new window now (speculation starts or resumes).
+    pub(crate) fn open(&self) {
+        self.epochs.store(0, Relaxed);
+        self.rolled_back.store(0, Relaxed);
+        self.useful_ns.store(0, Relaxed);
+        *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// A participant committed `epochs` speculative epochs, `rolled_back` of which were
+    /// rolled back at least once, spending `useful` on work that committed. Once the
+    /// window is full, speculation is judged not to pay when most epochs rolled back,
+    /// or when the useful work of all threads adds up to less than [`MIN_GAIN`] times
+    /// the window's wall time (a dependence that forwarding hides from the rollback
+    /// count still serializes the epochs).
+    pub(crate) fn vote(&self, site: &LoopSite, epochs: u32, rolled_back: u32, useful: Duration) {
+        let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
+        let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
+        let useful_ns = useful.as_nanos() as u64;
+        let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
+        if total < WINDOW {
+            return;
+        }
+        let wall = self
+            .start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+            .as_nanos() as f64;
+        self.open();
+        let gain = if wall > 0.0 {
+            useful as f64 / wall
+        } else {
+            f64::INFINITY
+        };
+        site.judge(bad * 2 <= total && gain >= MIN_GAIN);
     }
 }
 
@@ -153,23 +205,41 @@ pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'st
 mod tests {
     use super::*;
 
+    /// Plenty of useful work: these votes are judged by rollbacks alone.
+    const D: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn speculation_without_gain_switches_to_in_order() {
+        let (site, w) = (LoopSite::new(), Window::new());
+        w.open();
+        std::thread::sleep(Duration::from_millis(20));
+        // 10 ms of committed work in a 20 ms window: half the in-order speed.
+        w.vote(&site, WINDOW, 0, Duration::from_millis(10));
+        assert!(site.in_order());
+        let (site, w) = (LoopSite::new(), Window::new());
+        w.open();
+        std::thread::sleep(Duration::from_millis(20));
+        w.vote(&site, WINDOW, 0, Duration::from_millis(36));
+        assert!(!site.in_order());
+    }
+
     #[test]
     fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
-        let site = LoopSite::new();
-        site.vote(8, 2);
+        let (site, w) = (LoopSite::new(), Window::new());
+        w.vote(&site, 8, 2, D);
         assert!(!site.in_order(), "a quarter rolled back still pays");
-        site.vote(4, 3);
+        w.vote(&site, 4, 3, D);
         assert!(!site.in_order(), "the window is not full yet");
-        site.vote(4, 3);
+        w.vote(&site, 4, 3, D);
         assert!(site.in_order());
         for _ in 0..MIN_BACKOFF - 1 {
-            site.ran_in_order();
+            assert!(!site.ran_in_order());
             assert!(site.in_order());
         }
-        site.ran_in_order();
-        assert!(!site.in_order(), "probe speculation after the backoff");
+        assert!(site.ran_in_order(), "probe speculation after the backoff");
+        assert!(!site.in_order());
         // A failed probe doubles the next in-order stretch.
-        site.vote(WINDOW, WINDOW);
+        w.vote(&site, WINDOW, WINDOW, D);
         assert!(site.in_order());
         for _ in 0..2 * MIN_BACKOFF - 1 {
             site.ran_in_order();
@@ -178,7 +248,7 @@ mod tests {
         site.ran_in_order();
         assert!(!site.in_order());
         // A good window resets the backoff.
-        site.vote(WINDOW, 0);
+        w.vote(&site, WINDOW, 0, D);
         assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
     }
 }

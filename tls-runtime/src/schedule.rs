@@ -27,7 +27,7 @@
 //! two critical sections, so one of them always sees the other. `stop` is stored before
 //! later epochs are squashed and read with `Acquire`.
 
-use crate::adapt::LoopSite;
+use crate::adapt::{LoopSite, Window};
 use crate::control::{Control, Step};
 use crate::epoch::{
     AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, EpochRing, Logs, NOT_VIOLATED,
@@ -91,6 +91,7 @@ where
         workers_wanted: threads - 1,
         chunk,
         site,
+        window: Window::new(),
         watermark: CachePadded::new(AtomicU64::new(0)),
         stop: CachePadded::new(AtomicU64::new(NO_STOP)),
         ring,
@@ -181,9 +182,10 @@ struct Votes {
     epochs: u32,
     rolled_back: u32,
     items: u64,
-    /// When the window started, and the thread's blocked time then.
+    /// When the window started, and the thread's blocked and wasted time then.
     since: Instant,
     blocked_before: Duration,
+    wasted_before: Duration,
     tune_chunk: bool,
 }
 
@@ -195,31 +197,40 @@ impl Votes {
             items: 0,
             since: Instant::now(),
             blocked_before: Duration::ZERO,
+            wasted_before: Duration::ZERO,
             tune_chunk,
         }
     }
 
-    fn epoch(&mut self, rolled_back: bool, items: usize, site: &LoopSite, ts: &ThreadStats) {
+    fn epoch(
+        &mut self,
+        rolled_back: bool,
+        items: usize,
+        site: &LoopSite,
+        window: &Window,
+        ts: &ThreadStats,
+    ) {
         self.epochs += 1;
         self.rolled_back += u32::from(rolled_back);
         self.items += items as u64;
         if self.epochs >= crate::adapt::WINDOW {
-            self.flush(site, ts);
+            self.flush(site, window, ts);
         }
     }
 
-    fn flush(&mut self, site: &LoopSite, ts: &ThreadStats) {
+    fn flush(&mut self, site: &LoopSite, window: &Window, ts: &ThreadStats) {
         if self.epochs > 0 {
-            site.vote(self.epochs, self.rolled_back);
+            let time = self.since.elapsed();
+            let blocked = (ts.wait + ts.idle).saturating_sub(self.blocked_before);
+            let wasted = ts.wasted.saturating_sub(self.wasted_before);
+            let busy = time.saturating_sub(blocked);
+            let useful = busy.saturating_sub(wasted);
+            window.vote(site, self.epochs, self.rolled_back, useful);
             if self.tune_chunk {
-                let blocked = ts.wait + ts.idle;
-                let busy = self
-                    .since
-                    .elapsed()
-                    .saturating_sub(blocked.saturating_sub(self.blocked_before));
                 site.tune_chunk(self.epochs, self.items, self.rolled_back, busy);
-                self.blocked_before = blocked;
             }
+            self.blocked_before = ts.wait + ts.idle;
+            self.wasted_before = ts.wasted;
             self.epochs = 0;
             self.rolled_back = 0;
             self.items = 0;
@@ -245,6 +256,7 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     /// Iterations per epoch set by the loop; `None`: the site chooses.
     chunk: Option<usize>,
     site: &'static LoopSite,
+    window: Window,
     watermark: CachePadded<AtomicU64>,
     stop: CachePadded<AtomicU64>,
     ring: EpochRing,
@@ -359,7 +371,7 @@ where
         if let Some((since, full)) = waiting {
             *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
         }
-        votes.flush(self.site, &ts);
+        votes.flush(self.site, &self.window, &ts);
         trace::flush_thread();
         ts.present = entered.elapsed();
         ts.busy = ts.present.saturating_sub(ts.wasted + ts.wait + ts.idle);
@@ -495,7 +507,9 @@ where
             match ending {
                 None => {
                     self.watermark.store(index + 1, Ordering::Release);
-                    self.site.ran_in_order();
+                    if self.site.ran_in_order() {
+                        self.window.open();
+                    }
                 }
                 Some(e) => {
                     self.end_loop(index, e, Some(c));
@@ -716,7 +730,13 @@ where
         }
         ts.epochs += 1;
         ts.items += work.items.len() as u64;
-        votes.epoch(work.rolled_back, work.items.len(), self.site, ts);
+        votes.epoch(
+            work.rolled_back,
+            work.items.len(),
+            self.site,
+            &self.window,
+            ts,
+        );
     }
 
     /// Rolls the epoch back to the start of segment `target`: runs the undo actions

@@ -135,9 +135,14 @@ impl Drop for Published<'_> {
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
-    if *spins < 64 {
-        core::hint::spin_loop();
-    } else if spins.is_multiple_of(16) {
+    // Spin for a while before yielding: on a busy machine a yield can hand the core
+    // to another process for a whole time slice (milliseconds), far longer than the
+    // epoch being waited for.
+    if *spins < 4096 {
+        for _ in 0..(1 << (*spins / 1024)) {
+            core::hint::spin_loop();
+        }
+    } else if spins.is_multiple_of(64) {
         std::thread::yield_now();
     } else {
         for _ in 0..8 {
