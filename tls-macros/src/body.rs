@@ -131,13 +131,7 @@ impl Walker<'_> {
         );
     }
 
-    fn in_loop(
-        &mut self,
-        label: Option<&syn::Label>,
-        attrs: &[syn::Attribute],
-        visit: impl FnOnce(&mut Self),
-    ) {
-        let _ = attrs;
+    fn in_loop(&mut self, label: Option<&syn::Label>, visit: impl FnOnce(&mut Self)) {
         let pushed = label
             .map(|l| self.labels.push(l.name.ident.to_string()))
             .is_some();
@@ -262,21 +256,21 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 return;
             }
             Expr::ForLoop(f) => {
-                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_for_loop(w, f));
+                self.in_loop(f.label.as_ref(), |w| visit::visit_expr_for_loop(w, f));
                 return;
             }
             Expr::While(f) => {
                 if let Some(a) = scan::marked(&f.attrs) {
                     self.error(a, only_for("while"));
                 }
-                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_while(w, f));
+                self.in_loop(f.label.as_ref(), |w| visit::visit_expr_while(w, f));
                 return;
             }
             Expr::Loop(f) => {
                 if let Some(a) = scan::marked(&f.attrs) {
                     self.error(a, only_for("loop"));
                 }
-                self.in_loop(f.label.as_ref(), &f.attrs, |w| visit::visit_expr_loop(w, f));
+                self.in_loop(f.label.as_ref(), |w| visit::visit_expr_loop(w, f));
                 return;
             }
             Expr::Block(b) if b.label.is_some() => {

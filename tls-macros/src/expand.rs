@@ -171,10 +171,7 @@ impl VisitMut for EpochLoops {
             };
             if selected {
                 if let Some(plan) = self.plans.next() {
-                    let Expr::ForLoop(l) = std::mem::replace(e, Expr::Verbatim(TokenStream::new()))
-                    else {
-                        unreachable!()
-                    };
+                    let l = l.clone();
                     *e = Expr::Verbatim(epoch_loop(l, plan, &self.ret));
                 }
                 return;
@@ -267,8 +264,8 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
                 }
             }
             rewriter.visit_stmt_mut(s);
-            if let Stmt::Expr(e, semi @ None) = s {
-                let _ = e;
+            // Statements follow, so a trailing expression needs its `;`.
+            if let Stmt::Expr(_, semi @ None) = s {
                 *semi = Some(Default::default());
             }
         }

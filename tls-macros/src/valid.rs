@@ -5,7 +5,6 @@ use crate::ast::{LoopFn, SpecFn, SpecPlan};
 use crate::attr::{self, EscapeArgs, Kind, LoopArgs};
 use crate::body::{self, BodyInfo};
 use crate::scan::{self, Finder, Mode};
-use syn::spanned::Spanned;
 
 /// Collected errors.
 #[derive(Default)]
@@ -222,18 +221,15 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
             }
         }
     }
-    if let Some(undo) = &plan.undo {
-        if let syn::ReturnType::Type(_, ty) = &sig.output
-            && let Some(r) = borrowed(ty)
-        {
-            errors.spanned(
-                r,
-                "an `#[on_violation]` function must return an owned value: the undo action \
-                     gets a copy of it, possibly after this borrow has ended; return an id or an \
-                     `Arc` instead",
-            );
-        }
-        let _ = undo.span();
+    if plan.undo.is_some()
+        && let syn::ReturnType::Type(_, ty) = &sig.output
+        && let Some(r) = borrowed(ty)
+    {
+        errors.spanned(
+            r,
+            "an `#[on_violation]` function must return an owned value: the undo action gets a \
+             copy of it, possibly after this borrow has ended; return an id or an `Arc` instead",
+        );
     }
     errors.finish(plan)
 }
