@@ -15,3 +15,6 @@ pub mod escape {}
 
 #[doc = include_str!("on-commit.md")]
 pub mod on_commit {}
+
+#[doc = include_str!("database.md")]
+pub mod database {}
