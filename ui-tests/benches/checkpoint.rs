@@ -66,6 +66,25 @@ fn runtime_api(counter: &Spec<u64>) {
         });
 }
 
+/// `with_checkpoint` written against the runtime directly.
+fn runtime_api_checkpoint(counter: &Spec<u64>) {
+    tls_runtime::Loop::new()
+        .name("bench.runtime_api_checkpoint")
+        .threads(2)
+        .run_segments(
+            0..EPOCHS,
+            |i| (i, None),
+            |(i, v): (u64, Option<u64>)| match v {
+                None => tls_runtime::Step::Checkpoint((i, Some(private(black_box(i))))),
+                Some(v) => {
+                    let c = counter.get();
+                    counter.set(c + v);
+                    tls_runtime::Step::Done(tls_runtime::Control::<()>::Continue)
+                }
+            },
+        );
+}
+
 fn time(f: fn(&Spec<u64>), expected: u64) -> Duration {
     let counter = Spec::new(0);
     let t0 = Instant::now();
@@ -100,11 +119,12 @@ fn main() {
     // Interleaved, so that other work on the machine slows all three alike; the best
     // of each is kept.
     let (mut t_plain, mut t_without, mut t_with) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let mut t_api = Duration::MAX;
+    let (mut t_api, mut t_api_checkpoint) = (Duration::MAX, Duration::MAX);
     let (mut report_without, mut report_with) = (None, None);
     for _ in 0..REPS {
         t_plain = t_plain.min(time(plain, expected));
         t_api = t_api.min(time(runtime_api, expected));
+        t_api_checkpoint = t_api_checkpoint.min(time(runtime_api_checkpoint, expected));
         let t = time(without_checkpoint, expected);
         if t < t_without {
             t_without = t;
@@ -123,6 +143,10 @@ fn main() {
     println!("  #[tls_loop] without checkpoint {:8.2} ms", ms(t_without));
     println!("  #[tls_loop] with checkpoint!() {:8.2} ms", ms(t_with));
     println!("  Loop::run, same loop, no macro {:8.2} ms", ms(t_api));
+    println!(
+        "  Loop::run_segments, checkpoint {:8.2} ms",
+        ms(t_api_checkpoint)
+    );
     // The reports of the best runs.
     for (what, r) in [("without", report_without), ("with", report_with)] {
         if let Some(r) = r {
