@@ -131,18 +131,25 @@ impl LoopSite {
 /// shared line) and judged when full.
 #[derive(Debug)]
 pub(crate) struct Window {
+    /// Epochs in a full window: [`WINDOW`] per thread, so that every thread's votes
+    /// are in before the window is judged.
+    size: u32,
     epochs: AtomicU32,
     rolled_back: AtomicU32,
     useful_ns: AtomicU64,
+    /// Votes from threads other than the loop's caller in this window.
+    helpers: AtomicU32,
     start: std::sync::Mutex<Instant>,
 }
 
 impl Window {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(threads: usize) -> Self {
         Window {
+            size: WINDOW * threads.max(1) as u32,
             epochs: AtomicU32::new(0),
             rolled_back: AtomicU32::new(0),
             useful_ns: AtomicU64::new(0),
+            helpers: AtomicU32::new(0),
             start: std::sync::Mutex::new(Instant::now()),
         }
     }
@@ -152,21 +159,32 @@ impl Window {
         self.epochs.store(0, Relaxed);
         self.rolled_back.store(0, Relaxed);
         self.useful_ns.store(0, Relaxed);
+        self.helpers.store(0, Relaxed);
         *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 
-    /// A participant committed `epochs` speculative epochs, `rolled_back` of which were
-    /// rolled back at least once, spending `useful` on work that committed. Once the
-    /// window is full, speculation is judged not to pay when most epochs rolled back,
-    /// or when the useful work of all threads adds up to less than [`MIN_GAIN`] times
-    /// the window's wall time (a dependence that forwarding hides from the rollback
-    /// count still serializes the epochs).
-    pub(crate) fn vote(&self, site: &LoopSite, epochs: u32, rolled_back: u32, useful: Duration) {
+    /// A participant (`helper`: not the loop's caller) committed `epochs`
+    /// speculative epochs, `rolled_back` of which were rolled back at least once,
+    /// spending `useful` on work that committed. Once the window is full, speculation
+    /// is judged not to pay when most epochs rolled back, or when the useful work of
+    /// all threads adds up to less than [`MIN_GAIN`] times the window's wall time (a
+    /// dependence that forwarding hides from the rollback count still serializes the
+    /// epochs). The second test needs a helper's votes in the window: a window the
+    /// caller ran alone (no worker free yet) says nothing about parallel gain.
+    pub(crate) fn vote(
+        &self,
+        site: &LoopSite,
+        epochs: u32,
+        rolled_back: u32,
+        useful: Duration,
+        helper: bool,
+    ) {
         let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
         let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
-        if total < WINDOW {
+        let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
+        if total < self.size {
             return;
         }
         let wall = self
@@ -181,7 +199,7 @@ impl Window {
         } else {
             f64::INFINITY
         };
-        site.judge(bad * 2 <= total && gain >= MIN_GAIN);
+        site.judge(bad * 2 <= total && (helpers == 0 || gain >= MIN_GAIN));
     }
 }
 
@@ -210,27 +228,35 @@ mod tests {
 
     #[test]
     fn speculation_without_gain_switches_to_in_order() {
-        let (site, w) = (LoopSite::new(), Window::new());
+        let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
         // 10 ms of committed work in a 20 ms window: half the in-order speed.
-        w.vote(&site, WINDOW, 0, Duration::from_millis(10));
+        w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
+        w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
         assert!(site.in_order());
-        let (site, w) = (LoopSite::new(), Window::new());
+        let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, WINDOW, 0, Duration::from_millis(36));
+        w.vote(&site, WINDOW, 0, Duration::from_millis(18), false);
+        w.vote(&site, WINDOW, 0, Duration::from_millis(18), true);
+        assert!(!site.in_order());
+        // The caller alone: no verdict on the gain of parallelism.
+        let (site, w) = (LoopSite::new(), Window::new(2));
+        w.open();
+        std::thread::sleep(Duration::from_millis(20));
+        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(10), false);
         assert!(!site.in_order());
     }
 
     #[test]
     fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
-        let (site, w) = (LoopSite::new(), Window::new());
-        w.vote(&site, 8, 2, D);
+        let (site, w) = (LoopSite::new(), Window::new(1));
+        w.vote(&site, 8, 2, D, true);
         assert!(!site.in_order(), "a quarter rolled back still pays");
-        w.vote(&site, 4, 3, D);
+        w.vote(&site, 4, 3, D, true);
         assert!(!site.in_order(), "the window is not full yet");
-        w.vote(&site, 4, 3, D);
+        w.vote(&site, 4, 3, D, true);
         assert!(site.in_order());
         for _ in 0..MIN_BACKOFF - 1 {
             assert!(!site.ran_in_order());
@@ -239,7 +265,7 @@ mod tests {
         assert!(site.ran_in_order(), "probe speculation after the backoff");
         assert!(!site.in_order());
         // A failed probe doubles the next in-order stretch.
-        w.vote(&site, WINDOW, WINDOW, D);
+        w.vote(&site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
         for _ in 0..2 * MIN_BACKOFF - 1 {
             site.ran_in_order();
@@ -248,7 +274,7 @@ mod tests {
         site.ran_in_order();
         assert!(!site.in_order());
         // A good window resets the backoff.
-        w.vote(&site, WINDOW, 0, D);
+        w.vote(&site, WINDOW, 0, D, true);
         assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
     }
 }

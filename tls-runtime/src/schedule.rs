@@ -91,7 +91,7 @@ where
         workers_wanted: threads - 1,
         chunk,
         site,
-        window: Window::new(),
+        window: Window::new(threads),
         watermark: CachePadded::new(AtomicU64::new(0)),
         stop: CachePadded::new(AtomicU64::new(NO_STOP)),
         ring,
@@ -187,10 +187,12 @@ struct Votes {
     blocked_before: Duration,
     wasted_before: Duration,
     tune_chunk: bool,
+    /// A worker, not the loop's caller.
+    helper: bool,
 }
 
 impl Votes {
-    fn new(tune_chunk: bool) -> Self {
+    fn new(tune_chunk: bool, helper: bool) -> Self {
         Votes {
             epochs: 0,
             rolled_back: 0,
@@ -199,6 +201,7 @@ impl Votes {
             blocked_before: Duration::ZERO,
             wasted_before: Duration::ZERO,
             tune_chunk,
+            helper,
         }
     }
 
@@ -225,7 +228,7 @@ impl Votes {
             let wasted = ts.wasted.saturating_sub(self.wasted_before);
             let busy = time.saturating_sub(blocked);
             let useful = busy.saturating_sub(wasted);
-            window.vote(site, self.epochs, self.rolled_back, useful);
+            window.vote(site, self.epochs, self.rolled_back, useful, self.helper);
             if self.tune_chunk {
                 site.tune_chunk(self.epochs, self.items, self.rolled_back, busy);
             }
@@ -333,7 +336,7 @@ where
     fn participate(&self, is_caller: bool) {
         let entered = Instant::now();
         let mut ts = ThreadStats::default();
-        let mut votes = Votes::new(self.chunk.is_none());
+        let mut votes = Votes::new(self.chunk.is_none(), !is_caller);
         let mut spins = 0u32;
         let mut waiting: Option<(Instant, bool)> = None;
         loop {
@@ -508,7 +511,9 @@ where
                 None => {
                     self.watermark.store(index + 1, Ordering::Release);
                     if self.site.ran_in_order() {
+                        // Speculation resumes: a new window, and the workers back.
                         self.window.open();
+                        workers::wake();
                     }
                 }
                 Some(e) => {

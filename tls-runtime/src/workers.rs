@@ -108,6 +108,16 @@ pub(crate) fn publish(job: &dyn Job) -> Published<'_> {
     Published { job }
 }
 
+/// Tells idle workers that a published job may want them again.
+pub(crate) fn wake() {
+    let p = pool();
+    p.generation.fetch_add(1, Ordering::SeqCst);
+    if p.sleepers.load(Ordering::SeqCst) > 0 {
+        let _g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+        p.wake.notify_all();
+    }
+}
+
 impl Published<'_> {
     fn retire_now(&self) {
         let p = pool();
