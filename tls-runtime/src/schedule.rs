@@ -539,8 +539,24 @@ where
         let cx = EpochCx::new(tag, &self.ring, &self.watermark);
         let end = {
             let _current = CurrentGuard::set(Some(&cx));
-            let first = (self.start)(work.items[0].clone());
-            work.snaps.push((0, first, Instant::now()));
+            // The item's clone and the first state are user code too: a panic there
+            // ends the epoch like one in its body.
+            let first = catch_unwind(AssertUnwindSafe(|| (self.start)(work.items[0].clone())));
+            match first {
+                Ok(first) => work.snaps.push((0, first, Instant::now())),
+                Err(p) => {
+                    drop(_current);
+                    let done = Done {
+                        segment: 0,
+                        logs: cx.take_logs(),
+                        work,
+                        end: End::Panic(p),
+                    };
+                    self.publish(Box::new(done), ts);
+                    self.commit_chain(ts, votes);
+                    return;
+                }
+            }
             loop {
                 let t0 = Instant::now();
                 let attempt = self.attempt(&cx, &mut work);
@@ -681,7 +697,10 @@ where
         let _current = CurrentGuard::set(Some(&cx));
         let (target, cause) = self.ring.slot(index).take_violation();
         let rerun_from = match end {
+            // Nothing ran that could be re-run (the iterator, or the item's first state,
+            // panicked).
             End::IterPanic(_) => None,
+            _ if work.snaps.is_empty() => None,
             End::RerunHomefree => Some(segment),
             _ if target != NOT_VIOLATED => Some(target),
             _ => None,

@@ -186,7 +186,12 @@ fn worker_main(p: &'static Pool) {
             // SAFETY: we were counted in by `enter`, so the job stays alive until
             // `leave` (its owner waits for `inside() == 0` after unpublishing it).
             let job = unsafe { &*j.0 };
-            job.work();
+            // Epochs catch their own panics; one that gets here is a bug in the
+            // runtime. Say so, and still leave, so that the loop's owner is not left
+            // waiting for this worker.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.work())).is_err() {
+                eprintln!("tls-runtime: internal error: a worker's loop panicked");
+            }
             job.leave();
             idle_since = Instant::now();
             spins = 0;

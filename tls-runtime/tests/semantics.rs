@@ -507,3 +507,44 @@ fn accumulations_apply_in_epoch_order() {
         assert_eq!(names[9], "item 500");
     }
 }
+
+/// An item whose clone panics for one value: the runtime clones items to be able to
+/// re-run epochs, so the panic surfaces as that iteration's panic (and nothing hangs).
+#[derive(Debug)]
+struct Fragile(u32);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        if self.0 == 13 {
+            panic!("cannot clone 13");
+        }
+        Fragile(self.0)
+    }
+}
+
+#[test]
+fn a_panicking_item_clone_is_that_iterations_panic() {
+    for threads in THREADS {
+        let seen = SpecVec::from(vec![0u8; 20]);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Loop::new()
+                .threads(threads)
+                .chunk(1)
+                .site(Box::leak(Box::new(tls_runtime::LoopSite::new())))
+                .run((0..20).map(Fragile), |f| {
+                    seen.set(f.0 as usize, 1);
+                    Control::<()>::Continue
+                })
+        }));
+        if threads > 1 {
+            let p = r.expect_err("the clone's panic reaches the caller");
+            assert_eq!(p.downcast_ref::<&str>(), Some(&"cannot clone 13"));
+            let s = seen.into_vec();
+            assert!(s[..13].iter().all(|&x| x == 1), "threads={threads}");
+            assert!(s[13..].iter().all(|&x| x == 0), "threads={threads}");
+        } else {
+            // In order, nothing is cloned.
+            assert!(r.is_ok());
+        }
+    }
+}
