@@ -19,26 +19,34 @@
 //!   padded violation word in the loop's ring, and holds the running epoch's context
 //!   (segment, write log, undo log, commit-time log) in a thread-local. A violated epoch
 //!   learns of it at its next access or checkpoint and unwinds to the runner.
-//! - `run.rs` schedules: each participating thread claims the next epoch, runs it,
-//!   waits until it is *homefree* (every earlier epoch committed), commits it, and
-//!   claims again. Commit moves versions into committed values and runs `on_commit`
-//!   actions in epoch order. Rollback goes back only to the start of the *sub-thread
-//!   segment* in which the violated load happened (`checkpoint!()` splits a body into
-//!   segments; the runtime keeps a clone of the state at each checkpoint), running undo
-//!   actions newest first and discarding the segment's writes. A panic in a speculative
-//!   epoch waits: if the epoch is violated it was a zombie and re-runs; if it becomes
-//!   homefree the panic is real and reaches the caller after later epochs are squashed.
-//!   `break` / `return` end the loop the same way.
+//! - `schedule.rs` schedules: each participating thread commits what it can (the
+//!   homefree epoch, and the finished ones after it), claims the next epoch (a window
+//!   of four per thread may be in flight), runs it, and *publishes* it when its body
+//!   ends, without waiting to become homefree. Whoever holds the commit watermark
+//!   commits: versions become committed values and `on_commit` actions run, in epoch
+//!   order. A violation noticed while an epoch runs rolls it back at once; one that
+//!   hits a finished epoch is handled by re-running it when it becomes homefree.
+//!   Rollback goes back only to the start of the *sub-thread segment* in which the
+//!   violated load happened (`checkpoint!()` splits a body into segments; the runtime
+//!   keeps a clone of the state at each checkpoint), running undo actions newest first
+//!   and discarding the segment's writes. A panic in a speculative epoch waits: if the
+//!   epoch is violated it was a zombie and re-runs; if it becomes homefree the panic is
+//!   real and reaches the caller after later epochs are squashed. `break` / `return`
+//!   end the loop the same way. `run.rs` holds the [`Loop`] builder and the in-order
+//!   paths (one thread, `TLS_MODE=sequential`, loops nested in an epoch).
 //! - `escape.rs` runs calls non-speculatively ([`escape`]) with undo actions
 //!   ([`on_violation`]); `commit.rs` delays work to commit ([`on_commit`],
 //!   [`Accumulator`]).
-//! - `adapt.rs` turns speculation off for a loop site when most epochs roll back, and
-//!   probes it again later, so a loop with a true dependence chain runs at about the
-//!   speed of the plain loop.
+//! - `adapt.rs` groups very short iterations into one epoch, and turns speculation off
+//!   for a loop site when its epochs mostly roll back or its threads' committed work
+//!   does not beat in-order execution, probing it again later with exponential backoff,
+//!   so a loop with a true dependence chain runs at about the speed of the plain loop.
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
 //!   while after, then park. `report.rs` collects what each loop did
-//!   ([`last_report`]).
-//!
+//!   ([`last_report`]); `sink.rs` and `trace.rs` write `TLS_REPORT` JSON and the
+//!   `TLS_TRACE` timeline at exit; `profile.rs` is `TLS_MODE=profile` and its speedup
+//!   predictor.
+
 //! # The contract
 //!
 //! The final state of speculative data, the loop's outcome (`break`, `return`, panic)
@@ -47,8 +55,11 @@
 //! through [`escape`] or [`on_commit`]; data read by one iteration and written by
 //! another must live in speculative containers.
 //!
-//! Rollback unwinds the epoch's stack, so the crate needs `panic = "unwind"` (the
-//! default), and loop bodies must not swallow panics with `catch_unwind`.
+//! Items must be `Clone` and the state carried across a checkpoint `Clone + Send`: an
+//! epoch re-runs from a copy, possibly on another thread. Rollback unwinds the epoch's
+//! stack, so the crate needs `panic = "unwind"` (the default), and loop bodies must not
+//! swallow panics with `catch_unwind`. A panicking iteration keeps the speculative
+//! writes it made before the panic, as the sequential loop would.
 
 mod adapt;
 mod commit;
