@@ -34,8 +34,8 @@
 //!   real and reaches the caller after later epochs are squashed. `break` / `return`
 //!   end the loop the same way. `run.rs` holds the [`Loop`] builder and the in-order
 //!   paths (one thread, `TLS_MODE=sequential`, loops nested in an epoch).
-//! - `escape.rs` runs calls non-speculatively ([`escape`]) with undo actions
-//!   ([`on_violation`]); `commit.rs` delays work to commit ([`on_commit`],
+//! - `escape.rs` runs calls non-speculatively ([`escape()`]) with undo actions
+//!   ([`on_violation()`]); `commit.rs` delays work to commit ([`on_commit()`],
 //!   [`Accumulator`]).
 //! - `adapt.rs` groups very short iterations into one epoch, and turns speculation off
 //!   for a loop site when its epochs mostly roll back or its threads' committed work
@@ -52,7 +52,7 @@
 //! The final state of speculative data, the loop's outcome (`break`, `return`, panic)
 //! and the order of commit-time actions equal those of the sequential loop, whatever
 //! the thread count. Code that is not speculative (plain statics, I/O, atomics) must go
-//! through [`escape`] or [`on_commit`]; data read by one iteration and written by
+//! through [`escape()`] or [`on_commit()`]; data read by one iteration and written by
 //! another must live in speculative containers.
 //!
 //! Items must be `Clone` and the state carried across a checkpoint `Clone + Send`: an
