@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! tls-chart [--baseline SEQUENTIAL.json] -o chart.svg REPORT.json [REPORT.json ...]
+//! tls-chart --timeline TRACE.json [--window-us FROM,TO] -o timeline.svg
 //! ```
 //!
 //! One stacked bar per loop and report file: its height is the loop's execution time
@@ -12,6 +13,11 @@
 //! of the CMU study of TLS on BerkeleyDB. The sequential time is the loop's wall time
 //! in the `--baseline` report (a run with `TLS_MODE=sequential`), or else the work that
 //! committed (busy time summed over threads).
+//!
+//! With `--timeline`, it draws a stretch of a `TLS_TRACE` file instead: one lane per
+//! thread, one box per epoch attempt, coloured as the trace colours them (committed
+//! work green, violated red, commits olive, waiting yellow, squashed grey, in-order
+//! stretches blue): a still picture of what Perfetto shows.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor;
@@ -37,19 +43,24 @@ const CATEGORIES: [(&str, RGBColor); 4] = [
 ];
 
 fn usage() -> &'static str {
-    "usage: tls-chart [--baseline SEQUENTIAL.json] -o OUT.svg REPORT.json [REPORT.json ...]"
+    "usage: tls-chart [--baseline SEQUENTIAL.json] -o OUT.svg REPORT.json [REPORT.json ...]\n       \
+     tls-chart --timeline TRACE.json [--window-us FROM,TO] -o OUT.svg"
 }
 
 struct Args {
     baseline: Option<PathBuf>,
     out: PathBuf,
     reports: Vec<PathBuf>,
+    timeline: Option<PathBuf>,
+    window: Option<(f64, f64)>,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut baseline = None;
     let mut out = None;
     let mut reports = Vec::new();
+    let mut timeline = None;
+    let mut window = None;
     let mut args = args.peekable();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -57,19 +68,34 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 baseline = Some(args.next().ok_or("--baseline needs a file")?.into());
             }
             "-o" | "--out" => out = Some(args.next().ok_or("-o needs a file")?.into()),
+            "--timeline" => {
+                timeline = Some(args.next().ok_or("--timeline needs a trace file")?.into());
+            }
+            "--window-us" => {
+                let w = args.next().ok_or("--window-us needs FROM,TO")?;
+                let (a, b) = w.split_once(',').ok_or("--window-us takes FROM,TO")?;
+                let parse = |x: &str| {
+                    x.trim()
+                        .parse::<f64>()
+                        .map_err(|_| format!("--window-us: {x:?} is not a number"))
+                };
+                window = Some((parse(a)?, parse(b)?));
+            }
             "-h" | "--help" => return Err(usage().into()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}\n{}", usage())),
             _ => reports.push(a.into()),
         }
     }
     let out = out.ok_or_else(|| format!("missing -o OUT.svg\n{}", usage()))?;
-    if reports.is_empty() {
+    if reports.is_empty() && timeline.is_none() {
         return Err(format!("no report given\n{}", usage()));
     }
     Ok(Args {
         baseline,
         out,
         reports,
+        timeline,
+        window,
     })
 }
 
@@ -199,8 +225,151 @@ fn draw(bars: &[Bar], out: &PathBuf) -> Result<(), String> {
     root.present().map_err(|e| err(&e))
 }
 
+/// One box of the timeline: thread lane, start and end (us), trace category.
+#[derive(Debug, Clone, PartialEq)]
+struct Span {
+    lane: usize,
+    from: f64,
+    to: f64,
+    cat: String,
+}
+
+fn colour_of(cat: &str) -> RGBColor {
+    match cat {
+        "ran" | "re-run" => RGBColor(76, 145, 65),
+        "violated" => RGBColor(200, 60, 50),
+        "commit" => RGBColor(128, 128, 0),
+        "waiting" => RGBColor(235, 180, 50),
+        "squashed" => RGBColor(150, 150, 150),
+        "in order" => RGBColor(70, 110, 190),
+        _ => RGBColor(220, 220, 220),
+    }
+}
+
+/// The spans of a trace inside `window` (us), and the lanes' thread names.
+fn timeline_spans(
+    trace: &Value,
+    window: Option<(f64, f64)>,
+) -> Result<(Vec<Span>, Vec<String>, (f64, f64)), String> {
+    let events = trace
+        .get("traceEvents")
+        .and_then(Value::as_array)
+        .ok_or("the trace has no traceEvents array")?;
+    let mut lanes: Vec<(u64, String)> = Vec::new();
+    let mut lane_of = |tid: u64, lanes: &mut Vec<(u64, String)>| {
+        lanes.iter().position(|l| l.0 == tid).unwrap_or_else(|| {
+            lanes.push((tid, format!("thread {tid}")));
+            lanes.len() - 1
+        })
+    };
+    let mut spans = Vec::new();
+    for e in events {
+        let tid = e.get("tid").and_then(Value::as_u64).unwrap_or(0);
+        match e.get("ph").and_then(Value::as_str) {
+            Some("M") => {
+                let i = lane_of(tid, &mut lanes);
+                if let Some(n) = e.pointer("/args/name").and_then(Value::as_str) {
+                    lanes[i].1 = n.to_owned();
+                }
+            }
+            Some("X") => {
+                let ts = e
+                    .get("ts")
+                    .and_then(Value::as_f64)
+                    .ok_or("a span has no ts")?;
+                let dur = e.get("dur").and_then(Value::as_f64).unwrap_or(0.0);
+                let cat = e
+                    .get("cat")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let lane = lane_of(tid, &mut lanes);
+                spans.push(Span {
+                    lane,
+                    from: ts,
+                    to: ts + dur,
+                    cat,
+                });
+            }
+            _ => {}
+        }
+    }
+    if spans.is_empty() {
+        return Err("the trace has no spans".into());
+    }
+    let start = spans.iter().map(|s| s.from).fold(f64::INFINITY, f64::min);
+    let (from, to) = window.unwrap_or((start, start + 2000.0));
+    spans.retain(|s| s.to > from && s.from < to);
+    Ok((spans, lanes.into_iter().map(|l| l.1).collect(), (from, to)))
+}
+
+fn draw_timeline(
+    spans: &[Span],
+    lanes: &[String],
+    (from, to): (f64, f64),
+    out: &PathBuf,
+) -> Result<(), String> {
+    let height = 120 + 40 * lanes.len() as u32;
+    let root = SVGBackend::new(out, (900, height)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", out.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Epochs per thread over time (us)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(30)
+        .y_label_area_size(110)
+        .build_cartesian_2d(from..to, 0f64..lanes.len() as f64)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_desc("microseconds into the run")
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, name) in lanes.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(from, i as f64 + 0.5));
+        let style = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK)
+            .pos(text_anchor::Pos::new(
+                text_anchor::HPos::Right,
+                text_anchor::VPos::Center,
+            ));
+        root.draw(&Text::new(name.clone(), (x - 6, y), style))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .draw_series(spans.iter().map(|s| {
+            let y = s.lane as f64;
+            Rectangle::new(
+                [(s.from.max(from), y + 0.15), (s.to.min(to), y + 0.85)],
+                colour_of(&s.cat).filled(),
+            )
+        }))
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
 fn run() -> Result<(), String> {
     let args = parse_args(std::env::args().skip(1))?;
+    if let Some(path) = &args.timeline {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let trace: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a TLS_TRACE file: {e}", path.display()))?;
+        let (spans, lanes, window) = timeline_spans(&trace, args.window)?;
+        draw_timeline(&spans, &lanes, window, &args.out)?;
+        println!(
+            "{} spans on {} threads from {:.0} to {:.0} us; wrote {}",
+            spans.len(),
+            lanes.len(),
+            window.0,
+            window.1,
+            args.out.display()
+        );
+        return Ok(());
+    }
     let baseline = match &args.baseline {
         Some(p) => read_json(p)?,
         None => Vec::new(),
@@ -265,6 +434,25 @@ mod tests {
         // Without a baseline, the committed work stands for the sequential time.
         let b = bars(&[("par.json".into(), par)], &[]).unwrap();
         assert!((b[0].height - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn timeline_keeps_the_spans_in_the_window() {
+        let trace = json!({"traceEvents": [
+            {"ph": "M", "tid": 7, "name": "thread_name", "args": {"name": "main"}},
+            {"ph": "X", "tid": 7, "ts": 10.0, "dur": 5.0, "cat": "ran"},
+            {"ph": "X", "tid": 9, "ts": 12.0, "dur": 3.0, "cat": "violated"},
+            {"ph": "X", "tid": 7, "ts": 5000.0, "dur": 5.0, "cat": "ran"}
+        ]});
+        let (spans, lanes, window) = timeline_spans(&trace, None).unwrap();
+        assert_eq!(lanes, vec!["main".to_string(), "thread 9".to_string()]);
+        assert_eq!(window, (10.0, 2010.0));
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[1].lane, 1);
+        assert_eq!(spans[1].cat, "violated");
+        let (spans, _, _) = timeline_spans(&trace, Some((4000.0, 6000.0))).unwrap();
+        assert_eq!(spans.len(), 1);
+        assert!(timeline_spans(&json!({"traceEvents": []}), None).is_err());
     }
 
     #[test]
