@@ -246,17 +246,17 @@ fn colour_of(cat: &str) -> RGBColor {
     }
 }
 
+/// What a timeline shows: spans, lane names, and the window (us).
+type Timeline = (Vec<Span>, Vec<String>, (f64, f64));
+
 /// The spans of a trace inside `window` (us), and the lanes' thread names.
-fn timeline_spans(
-    trace: &Value,
-    window: Option<(f64, f64)>,
-) -> Result<(Vec<Span>, Vec<String>, (f64, f64)), String> {
+fn timeline_spans(trace: &Value, window: Option<(f64, f64)>) -> Result<Timeline, String> {
     let events = trace
         .get("traceEvents")
         .and_then(Value::as_array)
         .ok_or("the trace has no traceEvents array")?;
     let mut lanes: Vec<(u64, String)> = Vec::new();
-    let mut lane_of = |tid: u64, lanes: &mut Vec<(u64, String)>| {
+    let lane_of = |tid: u64, lanes: &mut Vec<(u64, String)>| {
         lanes.iter().position(|l| l.0 == tid).unwrap_or_else(|| {
             lanes.push((tid, format!("thread {tid}")));
             lanes.len() - 1
