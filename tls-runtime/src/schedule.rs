@@ -154,6 +154,7 @@ struct Work<T, S> {
     index: u64,
     items: Vec<T>,
     snaps: Vec<(usize, S, Instant)>,
+    /// A rollback threw away at least a quarter of the epoch's work so far.
     rolled_back: bool,
 }
 
@@ -779,7 +780,13 @@ where
         let lost = work.snaps[target as usize].2.elapsed();
         ts.wasted += lost;
         ts.rollbacks += 1;
-        work.rolled_back = true;
+        // For the adaptive policy an epoch counts as rolled back when the rollback
+        // threw away a good part of it; going back to a late checkpoint costs little
+        // and is what checkpoints are for.
+        let so_far = work.snaps[0].2.elapsed();
+        if lost * 4 >= so_far {
+            work.rolled_back = true;
+        }
         if let Some(c) = cause {
             ts.violation(c.store, c.load, target, c.load_ordinal, lost);
         }
