@@ -632,10 +632,11 @@ where
                     if pos == items.len() {
                         return Control::Continue;
                     }
-                    // An item boundary inside a chunk is a checkpoint too.
-                    let next = (self.start)(items[pos].clone());
-                    checkpoint(cx, pos, &next, snaps);
-                    state = next;
+                    // The next item of a chunk. Not a checkpoint: chunks exist because
+                    // iterations are short, and a snapshot per iteration would cost as
+                    // much as the iteration; a rollback goes back to the chunk's start
+                    // (or to an explicit checkpoint).
+                    state = (self.start)(items[pos].clone());
                 }
                 Step::Done(other) => return other,
             }
