@@ -1,6 +1,7 @@
 //! A full dependence chain, to look at the adaptive fallback's report.
 use std::time::Instant;
 use tls_runtime::{Control, Loop, LoopSite, Spec};
+#[inline(never)]
 fn work(iters: u64, seed: u64) -> u64 {
     let mut x = seed | 1;
     for i in 0..iters {

@@ -1,6 +1,7 @@
 //! Independent iterations of about 1 us: automatic chunking at work.
 use std::time::Instant;
 use tls_runtime::{Control, Loop, LoopSite, SpecVec};
+#[inline(never)]
 fn work(iters: u64, seed: u64) -> u64 {
     let mut x = seed | 1;
     for i in 0..iters {

@@ -20,6 +20,7 @@
 //! schedule, since every epoch is protected by the violation protocol either way.
 
 use core::panic::Location;
+use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -42,7 +43,9 @@ pub(crate) const MAX_CHUNK: u32 = 256;
 /// The adaptive state of one loop site.
 #[derive(Debug)]
 pub struct LoopSite {
-    in_order: AtomicBool,
+    /// Read by every worker looking for work: kept apart from the counters the
+    /// running thread writes.
+    in_order: CachePadded<AtomicBool>,
     in_order_left: AtomicU64,
     backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
@@ -59,7 +62,7 @@ impl LoopSite {
     /// A site that starts out speculating.
     pub const fn new() -> Self {
         LoopSite {
-            in_order: AtomicBool::new(false),
+            in_order: CachePadded::new(AtomicBool::new(false)),
             in_order_left: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
@@ -101,11 +104,17 @@ impl LoopSite {
         self.in_order.load(Relaxed)
     }
 
-    /// One epoch ran in order; after `backoff` of them, probe speculation again.
+    /// How many epochs may still run in order before speculation is probed again.
+    pub(crate) fn in_order_budget(&self) -> u64 {
+        self.in_order_left.load(Relaxed).max(1)
+    }
+
+    /// `n` epochs ran in order; after `backoff` of them, probe speculation again.
     /// Returns whether speculation resumes now.
-    #[inline]
-    pub(crate) fn ran_in_order(&self) -> bool {
-        if self.in_order_left.fetch_sub(1, Relaxed) <= 1 {
+    pub(crate) fn ran_in_order(&self, n: u64) -> bool {
+        let left = self.in_order_left.load(Relaxed).saturating_sub(n);
+        self.in_order_left.store(left, Relaxed);
+        if left == 0 {
             self.in_order.store(false, Relaxed);
             return true;
         }
@@ -169,8 +178,7 @@ impl Window {
     /// is judged not to pay when most epochs rolled back, or when the useful work of
     /// all threads adds up to less than [`MIN_GAIN`] times the window's wall time (a
     /// dependence that forwarding hides from the rollback count still serializes the
-    /// epochs). The second test needs a helper's votes in the window: a window the
-    /// caller ran alone (no worker free yet) says nothing about parallel gain.
+    /// epochs), or when no worker helped at all.
     pub(crate) fn vote(
         &self,
         site: &LoopSite,
@@ -184,7 +192,9 @@ impl Window {
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
         let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
-        if total < self.size {
+        // Workers hand their votes over every few epochs: give them time to show up
+        // before judging a window without them.
+        if total < self.size || (helpers == 0 && total < 4 * self.size) {
             return;
         }
         let wall = self
@@ -199,7 +209,9 @@ impl Window {
         } else {
             f64::INFINITY
         };
-        site.judge(bad * 2 <= total && (helpers == 0 || gain >= MIN_GAIN));
+        // A window the caller ran alone (no worker was free, or none woke in time)
+        // gained nothing from speculation, whatever it rolled back.
+        site.judge(bad * 2 <= total && helpers > 0 && gain >= MIN_GAIN);
     }
 }
 
@@ -241,12 +253,14 @@ mod tests {
         w.vote(&site, WINDOW, 0, Duration::from_millis(18), false);
         w.vote(&site, WINDOW, 0, Duration::from_millis(18), true);
         assert!(!site.in_order());
-        // The caller alone: no verdict on the gain of parallelism.
+        // The caller alone gained nothing from speculation.
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(10), false);
-        assert!(!site.in_order());
+        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(20), false);
+        assert!(!site.in_order(), "too early to judge without the workers");
+        w.vote(&site, 6 * WINDOW, 0, Duration::from_millis(20), false);
+        assert!(site.in_order());
     }
 
     #[test]
@@ -258,20 +272,18 @@ mod tests {
         assert!(!site.in_order(), "the window is not full yet");
         w.vote(&site, 4, 3, D, true);
         assert!(site.in_order());
-        for _ in 0..MIN_BACKOFF - 1 {
-            assert!(!site.ran_in_order());
-            assert!(site.in_order());
-        }
-        assert!(site.ran_in_order(), "probe speculation after the backoff");
+        assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+        assert!(!site.ran_in_order(MIN_BACKOFF - 1));
+        assert!(site.in_order());
+        assert!(site.ran_in_order(1), "probe speculation after the backoff");
         assert!(!site.in_order());
         // A failed probe doubles the next in-order stretch.
         w.vote(&site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
-        for _ in 0..2 * MIN_BACKOFF - 1 {
-            site.ran_in_order();
-        }
+        assert_eq!(site.in_order_budget(), 2 * MIN_BACKOFF);
+        site.ran_in_order(2 * MIN_BACKOFF - 1);
         assert!(site.in_order());
-        site.ran_in_order();
+        site.ran_in_order(1);
         assert!(!site.in_order());
         // A good window resets the backoff.
         w.vote(&site, WINDOW, 0, D, true);

@@ -474,8 +474,13 @@ where
     fn run_in_order(&self, c: &mut Claim<It>, ts: &mut ThreadStats) {
         let t0 = Instant::now();
         let first = c.next;
+        // Only this thread runs epochs now (it holds the claim lock): take the whole
+        // in-order stretch at once and touch the shared words (site, watermark) only
+        // at its end, not once per iteration.
+        let budget = self.site.in_order_budget();
         let mut n = 0;
-        while self.site.in_order() {
+        let mut ended = false;
+        while n < budget {
             let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
                 Ok(Some(item)) => item,
                 Ok(None) => {
@@ -487,6 +492,7 @@ where
                     let index = c.next;
                     c.next += 1;
                     self.end_loop(index, Ending::Panic(p), Some(c));
+                    ended = true;
                     break;
                 }
             };
@@ -508,20 +514,19 @@ where
                 Ok(Control::Return(r)) => Some(Ending::Return(r)),
                 Err(p) => Some(Ending::Panic(p)),
             };
-            match ending {
-                None => {
-                    self.watermark.store(index + 1, Ordering::Release);
-                    if self.site.ran_in_order() {
-                        // Speculation resumes: a new window, and the workers back.
-                        self.window.open();
-                        workers::wake();
-                    }
-                }
-                Some(e) => {
-                    self.end_loop(index, e, Some(c));
-                    break;
-                }
+            if let Some(e) = ending {
+                self.end_loop(index, e, Some(c));
+                ended = true;
+                break;
             }
+        }
+        if !ended {
+            self.watermark.store(c.next, Ordering::Release);
+        }
+        if self.site.ran_in_order(n) {
+            // Speculation resumes: a new window, and the workers back.
+            self.window.open();
+            workers::wake();
         }
         ts.epochs += n;
         ts.items += n;
