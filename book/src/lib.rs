@@ -7,6 +7,9 @@ pub mod introduction {}
 #[doc = include_str!("first-loop.md")]
 pub mod first_loop {}
 
+#[doc = include_str!("reading-the-report.md")]
+pub mod reading_the_report {}
+
 #[doc = include_str!("tls-loop.md")]
 pub mod tls_loop {}
 
