@@ -18,7 +18,9 @@ fn score(doc: &str) -> u64 {
 
 fn main() {
     let fixed = std::env::args().any(|a| a == "fixed");
-    let docs: Vec<String> = (0..2000).map(|i| format!("document {i} ").repeat(40)).collect();
+    let docs: Vec<String> = (0..2000)
+        .map(|i| format!("document {i} ").repeat(40))
+        .collect();
     let scores = SpecVec::from(vec![0u64; docs.len()]);
     let scanned = Spec::new(0u64);
     let mut counted = 0u64;
