@@ -1,5 +1,8 @@
 //! The tutorial book. Each chapter is included here as documentation, so that
-//! `cargo test` compiles and runs every Rust snippet in it.
+//! `cargo test` compiles and runs every Rust snippet in it (the README's too).
+
+#[doc = include_str!("../../README.md")]
+pub mod readme {}
 
 #[doc = include_str!("introduction.md")]
 pub mod introduction {}
