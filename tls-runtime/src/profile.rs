@@ -8,7 +8,8 @@
 //!
 //! - An epoch starts when a thread is free and the window of epochs in flight
 //!   (`4 P`, as in the scheduler) has room, and pays the measured per-epoch cost.
-//!   Its accesses are stretched by the measured cost of a tracked access.
+//!   It is stretched by the measured extra cost of each tracked read and of each
+//!   speculative write (a new version).
 //! - A read of a location that an earlier epoch writes *later* (in simulated time)
 //!   is a violation: the epoch restarts the segment that read it (or the whole
 //!   epoch, without checkpoints) when the write happens. Forwarding is free: a read
@@ -16,7 +17,8 @@
 //!   comes after one of the epoch's reads.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
-//!   paying the measured serialized cost of a commit hand-off.
+//!   paying the measured serialized cost of a commit hand-off plus the measured cost
+//!   of committing each written location.
 //! - The predicted time is when the last epoch commits; the speedup is the
 //!   sequential time (the sum of the epochs' durations) over it. The runtime falls
 //!   back to in-order execution when speculation loses, so a prediction below about
@@ -25,7 +27,8 @@
 //! A violation that hits a running epoch also costs the unwinding of its stack.
 //!
 //! The costs come from a short calibration the first time profile mode runs a loop:
-//! a tracked read in a speculative epoch versus a plain one, an empty speculative loop
+//! a tracked read and a new-version write (and its commit) in a speculative epoch
+//! versus plain ones, an empty speculative loop
 //! on two threads (per-epoch cost = its busy time per epoch; serialized cost = what
 //! its wall time per epoch has beyond half of that, the fastest of seven runs), and the
 //! unwinding of a rollback.
@@ -163,6 +166,10 @@ pub(crate) struct Costs {
     pub(crate) clock: f64,
     /// Unwinding a running epoch to its runner after a violation.
     pub(crate) rollback: f64,
+    /// Extra cost of a speculative write over a plain one (a new version).
+    pub(crate) write: f64,
+    /// Committing one written location (part of the serialized commit).
+    pub(crate) commit_write: f64,
 }
 
 /// Measures the costs once per process.
@@ -199,8 +206,32 @@ fn calibrate() -> Costs {
         }
         t.elapsed().as_nanos() as f64 / N as f64
     };
+    // A speculative write creating a new version, and its commit, against a plain
+    // write, on locations no epoch wrote before.
+    let fresh = crate::SpecVec::from(vec![0u64; N]);
+    let t = Instant::now();
+    for i in 0..N {
+        fresh.set(i, i as u64);
+    }
+    let plain_write = t.elapsed().as_nanos() as f64 / N as f64;
+    let fresh = crate::SpecVec::from(vec![0u64; N]);
+    let (write, commit_write) = {
+        let _current = CurrentGuard::set(Some(&cx));
+        let t = Instant::now();
+        for i in 0..N {
+            fresh.set(i, i as u64);
+        }
+        let write = t.elapsed().as_nanos() as f64 / N as f64;
+        let t = Instant::now();
+        for w in cx.writes.take() {
+            // SAFETY: `fresh` outlives this loop over its own write records.
+            unsafe { &*w.target }.commit_key(w.key, cx.tag);
+        }
+        (write, t.elapsed().as_nanos() as f64 / N as f64)
+    };
     drop(cx);
     drop(v);
+    drop(fresh);
 
     // An empty loop on two threads: per-epoch work and the serialized part. The
     // fastest of a few runs: a run the scheduler of a busy machine interrupted
@@ -239,6 +270,8 @@ fn calibrate() -> Costs {
     }
     let rollback = t.elapsed().as_nanos() as f64 / 200.0;
     Costs {
+        write: (write - plain_write).max(0.0),
+        commit_write,
         rollback,
         epoch: per_epoch,
         serial,
@@ -320,12 +353,9 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
             .expect("at least one thread");
         let window_free = if j >= window { commit[j - window] } else { 0.0 };
         let start = thread_free.max(window_free) + costs.epoch;
-        let accesses = e
-            .events
-            .iter()
-            .filter(|ev| ev.kind != Kind::Checkpoint)
-            .count() as f64;
-        let dur = e.dur + accesses * costs.access;
+        let reads = e.events.iter().filter(|ev| ev.kind == Kind::Read).count() as f64;
+        let written = e.events.iter().filter(|ev| ev.kind == Kind::Write).count() as f64;
+        let dur = e.dur + reads * costs.access + written * costs.write;
         let scale = if e.dur > 0.0 { dur / e.dur } else { 1.0 };
         // Segment start offsets.
         let mut seg_starts = vec![0.0];
@@ -371,7 +401,7 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
         }
         let finish = t0 + dur;
         free[slot] = finish;
-        last_commit = finish.max(last_commit) + costs.serial;
+        last_commit = finish.max(last_commit) + costs.serial + written * costs.commit_write;
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == Kind::Write {
@@ -420,6 +450,8 @@ mod tests {
         access: 0.0,
         clock: 0.0,
         rollback: 0.0,
+        write: 0.0,
+        commit_write: 0.0,
     };
 
     fn epoch(dur: f64, events: &[(f64, usize, Kind)]) -> EpochProfile {
