@@ -39,6 +39,17 @@ pub enum LoopOutcome<R> {
     Returned(R),
 }
 
+/// Runs one iteration in order from its first state, through every checkpoint, to
+/// its end (the in-order paths, where checkpoints need no snapshot).
+pub(crate) fn run_iteration<S, R>(mut state: S, step: impl Fn(S) -> Step<S, R>) -> Control<R> {
+    loop {
+        match step(state) {
+            Step::Checkpoint(next) => state = next,
+            Step::Done(control) => return control,
+        }
+    }
+}
+
 impl<R> LoopOutcome<R> {
     /// The returned value, if an iteration returned.
     pub fn returned(self) -> Option<R> {

@@ -4,7 +4,7 @@
 
 use crate::adapt::{LoopSite, site_for};
 use crate::config::{Mode, env};
-use crate::control::{Control, LoopOutcome, Step};
+use crate::control::{Control, LoopOutcome, Step, run_iteration};
 use crate::report::{RunMode, ThreadStats, set_last};
 use crate::schedule::Ending;
 use core::panic::Location;
@@ -269,14 +269,10 @@ where
     let mut n = 0;
     for item in items {
         n += 1;
-        let mut state = start(item);
-        loop {
-            match step(state) {
-                Step::Checkpoint(next) => state = next,
-                Step::Done(Control::Continue) => break,
-                Step::Done(Control::Break) => return (LoopOutcome::Broke, n),
-                Step::Done(Control::Return(r)) => return (LoopOutcome::Returned(r), n),
-            }
+        match run_iteration(start(item), step) {
+            Control::Continue => {}
+            Control::Break => return (LoopOutcome::Broke, n),
+            Control::Return(r) => return (LoopOutcome::Returned(r), n),
         }
     }
     (LoopOutcome::Completed, n)

@@ -28,7 +28,7 @@
 //! later epochs are squashed and read with `Acquire`.
 
 use crate::adapt::{LoopSite, Window};
-use crate::control::{Control, Step};
+use crate::control::{Control, Step, run_iteration};
 use crate::epoch::{
     AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, EpochRing, Logs, NOT_VIOLATED,
     RollbackSignal, make_tag,
@@ -500,13 +500,7 @@ where
             c.next += 1;
             n += 1;
             let run = catch_unwind(AssertUnwindSafe(|| {
-                let mut state = (self.start)(item);
-                loop {
-                    match (self.step)(state) {
-                        Step::Checkpoint(next) => state = next,
-                        Step::Done(control) => return control,
-                    }
-                }
+                run_iteration((self.start)(item), self.step)
             }));
             let ending = match run {
                 Ok(Control::Continue) => None,
