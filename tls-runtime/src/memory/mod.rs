@@ -35,7 +35,10 @@ pub(crate) fn erase<'a>(c: &'a (dyn Versioned + 'a)) -> *const dyn Versioned {
 }
 
 /// Reads `slot` through `f`, speculatively when an epoch runs on this thread.
-#[inline]
+///
+/// Always inlined, so that a read outside any loop is the thread-local check and the
+/// committed read at the call site; the speculative path is a call.
+#[inline(always)]
 pub(crate) fn read_with<T, R>(
     slot: &Slot<T>,
     load: &'static Location<'static>,
@@ -43,12 +46,20 @@ pub(crate) fn read_with<T, R>(
 ) -> R {
     match epoch::current() {
         None => slot.read_committed(f),
-        Some(cx) => {
-            let a = cx.begin_access();
-            cx.note(slot as *const Slot<T> as usize, false);
-            slot.read_spec(&a, load, f)
-        }
+        Some(cx) => read_in_epoch(cx, slot, load, f),
     }
+}
+
+#[inline(never)]
+fn read_in_epoch<T, R>(
+    cx: &epoch::EpochCx,
+    slot: &Slot<T>,
+    load: &'static Location<'static>,
+    f: impl FnOnce(&T) -> R,
+) -> R {
+    let a = cx.begin_access();
+    cx.note(slot as *const Slot<T> as usize, false);
+    slot.read_spec(&a, load, f)
 }
 
 /// Writes `value` to `slot` (element `key` of `owner`).

@@ -20,8 +20,9 @@
 //! rollback, never a missed one.
 
 use crate::epoch::{Cause, EpochRing, Tag, index_of, serial_of};
-use crate::sync::{RaceCell, RawLock};
+use crate::sync::{Held, RaceCell, RawLock};
 use core::panic::Location;
+use smallvec::SmallVec;
 
 /// Which version a reader saw: the committed value, or the version of (epoch, segment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,30 +52,22 @@ struct Reader {
 }
 
 /// The rarely needed part of a slot's speculative state, allocated on first need:
-/// uncommitted versions, and reader records beyond the first.
-#[derive(Debug)]
-struct Meta<T> {
-    /// Sorted by (tag, segment).
-    versions: Vec<Version<T>>,
+/// reader records beyond the first.
+#[derive(Debug, Default)]
+struct Meta {
     more_readers: Vec<Reader>,
 }
 
-impl<T> Default for Meta<T> {
-    fn default() -> Self {
-        Meta {
-            versions: Vec::new(),
-            more_readers: Vec::new(),
-        }
-    }
-}
-
-/// A slot's speculative state. The first reader record lives inline, so the common
-/// case (one epoch reads a location nobody writes) allocates nothing.
+/// A slot's speculative state. The first reader record and the first uncommitted
+/// version live inline, so the common cases (one epoch reads a location nobody
+/// writes; one epoch writes it) allocate nothing and follow no pointer.
 #[derive(Debug)]
 struct SpecState<T> {
     /// `first.tag == 0` means no record.
     first: Reader,
-    meta: Option<Box<Meta<T>>>,
+    /// Uncommitted versions, sorted by (tag, segment).
+    versions: SmallVec<[Version<T>; 1]>,
+    meta: Option<Box<Meta>>,
 }
 
 const NO_READER: Reader = Reader {
@@ -87,10 +80,10 @@ const NO_READER: Reader = Reader {
 
 impl<T> SpecState<T> {
     fn versions(&self) -> &[Version<T>] {
-        self.meta.as_ref().map_or(&[], |m| &m.versions)
+        &self.versions
     }
 
-    fn meta(&mut self) -> &mut Meta<T> {
+    fn meta(&mut self) -> &mut Meta {
         self.meta.get_or_insert_with(Default::default)
     }
 
@@ -193,6 +186,7 @@ impl<T> Slot<T> {
             value: RaceCell::new(value),
             spec: RaceCell::new(SpecState {
                 first: NO_READER,
+                versions: SmallVec::new(),
                 meta: None,
             }),
         }
@@ -201,22 +195,61 @@ impl<T> Slot<T> {
     /// Runs `f` on the committed value and speculative state, under the lock.
     #[inline]
     fn locked<R>(&self, f: impl FnOnce(&mut T, &mut SpecState<T>) -> R) -> R {
-        struct Unlock<'a>(&'a RawLock);
+        struct Unlock<'a>(&'a RawLock, Held);
         impl Drop for Unlock<'_> {
             fn drop(&mut self) {
-                self.0.unlock();
+                self.0.unlock(self.1);
             }
         }
-        self.lock.lock();
-        let _unlock = Unlock(&self.lock);
+        let held = self.lock.lock();
+        let _unlock = Unlock(&self.lock, held);
         // SAFETY: we hold `self.lock`, which guards both cells.
         unsafe { self.value.with_mut(|v| self.spec.with_mut(|m| f(v, m))) }
     }
 
     /// Non-speculative look at the committed value.
-    #[inline]
+    ///
+    /// For small values without drop glue this takes no lock: `f` runs on a copy
+    /// validated by the lock's count (see [`Slot::snapshot`]); otherwise, or when a
+    /// lock holder got in the way, `f` runs under the lock.
+    #[inline(always)]
     pub(crate) fn read_committed<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        #[cfg(not(loom))]
+        if let Some(copy) = self.snapshot() {
+            return f(&copy);
+        }
         self.locked(|v, _| f(v))
+    }
+
+    /// A copy of the committed value taken without the lock, when that is sound and
+    /// no lock holder ran during the copy.
+    ///
+    /// Sound for types without drop glue: overwriting such a value frees nothing and
+    /// runs no code, so a validated bitwise copy is exactly a value the location held
+    /// at the moment of validation, and whatever `f` then does with it (clone it, look
+    /// into it) it could have done to that value under the lock. The one difference,
+    /// interior mutability inside the value (a `Cell`), is outside the tracking
+    /// contract anyway: speculative containers track their own reads and writes only.
+    /// Limited to a cache line, the most a speculative location usually holds (a
+    /// `SpecMemory` line), so the copy stays a handful of loads.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn snapshot(&self) -> Option<core::mem::ManuallyDrop<T>> {
+        if core::mem::needs_drop::<T>() || core::mem::size_of::<T>() > 64 {
+            return None;
+        }
+        let count = self.lock.read_begin()?;
+        // SAFETY: `copy_racy`'s contract: the copy is used only once validated below,
+        // and then only as a bitwise copy of a value without drop glue.
+        let copy = unsafe { self.value.copy_racy() };
+        if !self.lock.read_validate(count) {
+            return None;
+        }
+        // SAFETY: no lock holder ran between `read_begin` and `read_validate`, and only
+        // lock holders write the value, so the bits are those the last holder left: a
+        // valid `T`. `ManuallyDrop` keeps the copy from being dropped as a second owner
+        // (a no-op for these types, stated for the reader).
+        Some(core::mem::ManuallyDrop::new(unsafe { copy.assume_init() }))
     }
 
     /// Non-speculative access to the committed value.
@@ -266,7 +299,7 @@ impl<T> Slot<T> {
             violate_readers(st, a, store, |seen| seen.tag <= a.tag);
             match own_version(st.versions(), a) {
                 Own::CurrentSegment(i) => {
-                    let v = &mut st.meta().versions[i];
+                    let v = &mut st.versions[i];
                     v.value = value;
                     v.store = store;
                     WriteEffect::NoNewVersion
@@ -276,7 +309,7 @@ impl<T> Slot<T> {
                     WriteEffect::NoNewVersion
                 }
                 Own::None | Own::EarlierSegment(_) => {
-                    insert_version(st.meta(), a, store, value);
+                    insert_version(&mut st.versions, a, store, value);
                     WriteEffect::NewVersion
                 }
             }
@@ -303,7 +336,7 @@ impl<T> Slot<T> {
             violate_readers(st, a, site, |seen| seen.tag <= a.tag);
             match own_version(st.versions(), a) {
                 Own::CurrentSegment(i) => {
-                    let v = &mut st.meta().versions[i];
+                    let v = &mut st.versions[i];
                     v.store = site;
                     (f(&mut v.value), WriteEffect::NoNewVersion)
                 }
@@ -311,13 +344,13 @@ impl<T> Slot<T> {
                 Own::None => {
                     let mut value = visible(committed, st.versions(), a).0.clone();
                     let r = f(&mut value);
-                    insert_version(st.meta(), a, site, value);
+                    insert_version(&mut st.versions, a, site, value);
                     (r, WriteEffect::NewVersion)
                 }
                 Own::EarlierSegment(i) => {
                     let mut value = st.versions()[i].value.clone();
                     let r = f(&mut value);
-                    insert_version(st.meta(), a, site, value);
+                    insert_version(&mut st.versions, a, site, value);
                     (r, WriteEffect::NewVersion)
                 }
             }
@@ -330,13 +363,13 @@ impl<T> Slot<T> {
     /// first call for a tag moves the value, later ones find nothing.
     pub(crate) fn commit(&self, tag: Tag) {
         self.locked(|committed, st| {
-            let Some(m) = st.meta.as_mut() else { return };
+            let versions = &mut st.versions;
             let mut newest = None;
             let mut i = 0;
-            while i < m.versions.len() {
-                if m.versions[i].tag == tag {
+            while i < versions.len() {
+                if versions[i].tag == tag {
                     // Versions of one tag are sorted by segment: the last one wins.
-                    newest = Some(m.versions.remove(i).value);
+                    newest = Some(versions.remove(i).value);
                 } else {
                     i += 1;
                 }
@@ -351,9 +384,8 @@ impl<T> Slot<T> {
     /// violates the later readers that saw them (they read a value that never was).
     pub(crate) fn discard(&self, a: &Access<'_>, from_segment: u32) {
         self.locked(|_, st| {
-            let Some(m) = st.meta.as_mut() else { return };
             let mut store = None;
-            m.versions.retain(|v| {
+            st.versions.retain(|v| {
                 let dropped = v.tag == a.tag && v.segment >= from_segment;
                 if dropped {
                     store.get_or_insert(v.store);
@@ -455,13 +487,17 @@ fn own_version<T>(versions: &[Version<T>], a: &Access<'_>) -> Own {
     }
 }
 
-fn insert_version<T>(m: &mut Meta<T>, a: &Access<'_>, store: &'static Location<'static>, value: T) {
-    let at = m
-        .versions
+fn insert_version<T>(
+    versions: &mut SmallVec<[Version<T>; 1]>,
+    a: &Access<'_>,
+    store: &'static Location<'static>,
+    value: T,
+) {
+    let at = versions
         .iter()
         .rposition(|v| (v.tag, v.segment) < (a.tag, a.segment))
         .map_or(0, |i| i + 1);
-    m.versions.insert(
+    versions.insert(
         at,
         Version {
             tag: a.tag,
@@ -621,5 +657,52 @@ mod tests {
         w.tag = make_tag(2, 0);
         s.write_spec(&w, Location::caller(), 77);
         assert_eq!(s.read_spec(&at(&r, 3, 0), Location::caller(), |v| *v), 1);
+    }
+
+    #[test]
+    fn committed_reads_of_plain_values_take_no_lock() {
+        let s = Slot::new(5u64);
+        let before = s.lock.read_begin();
+        assert_eq!(s.read_committed(|v| *v), 5);
+        assert_eq!(s.lock.read_begin(), before, "the read took the lock");
+        // A value with drop glue is read under the lock.
+        let s = Slot::new(String::from("x"));
+        let before = s.lock.read_begin();
+        assert_eq!(s.read_committed(|v| v.clone()), "x");
+        assert_ne!(s.lock.read_begin(), before);
+    }
+
+    #[test]
+    fn committed_reads_without_the_lock_are_never_torn() {
+        // A writer keeps storing arrays whose elements are all equal; a reader on
+        // another thread must never see a mix of two writes.
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let s = Slot::new([0u64; 8]);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            // Stops the writer even when an assertion below fails.
+            let _stop = StopOnDrop(&stop);
+            sc.spawn(|| {
+                let mut k = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    k += 1;
+                    s.with_committed(|v| *v = [k; 8]);
+                }
+            });
+            let mut changes = 0;
+            let mut last = 0;
+            for _ in 0..2_000_000 {
+                let v = s.read_committed(|v| *v);
+                assert!(v.iter().all(|&x| x == v[0]), "torn read: {v:?}");
+                changes += usize::from(v[0] != last);
+                last = v[0];
+            }
+            assert!(changes > 1, "the reader never saw the writer");
+        });
     }
 }
