@@ -9,7 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step};
 
-/// About `iters` ns of work.
+/// `iters` steps of a dependent multiply-add chain. Never inlined, so that the plain and the speculative loop
+/// run the same machine code for it.
+#[inline(never)]
 fn work(iters: u64, seed: u64) -> u64 {
     let mut x = seed | 1;
     for i in 0..iters {
@@ -19,7 +21,30 @@ fn work(iters: u64, seed: u64) -> u64 {
 }
 
 const EPOCHS: usize = 2000;
-const ITERS: u64 = 10_000;
+
+/// Iterations of `work` in about 10 us, measured once by the parent and handed to
+/// the profiling child (both must run the same loops).
+fn iters() -> u64 {
+    static ITERS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ITERS.get_or_init(|| {
+        if let Some(n) = std::env::var("TLS_PREDICT_ITERS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            return n;
+        }
+        let n = 100_000u64;
+        let best = (0..20)
+            .map(|s| {
+                let t = Instant::now();
+                work(n, s);
+                t.elapsed()
+            })
+            .min()
+            .unwrap();
+        (n as f64 * 10e-6 / best.as_secs_f64()).max(1.0) as u64
+    })
+}
 
 #[derive(Clone)]
 enum Seg {
@@ -37,7 +62,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
         .site(site);
     match which {
         "no dependence" => {
-            let body = |i: usize| out.set(i, work(ITERS, i as u64));
+            let body = |i: usize| out.set(i, work(iters(), i as u64));
             if threads == 0 {
                 (0..EPOCHS).for_each(body);
             } else {
@@ -50,7 +75,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
         "full chain" => {
             let body = |i: usize| {
                 let a = shared.get();
-                shared.set(work(ITERS, a ^ i as u64));
+                shared.set(work(iters(), a ^ i as u64));
             };
             if threads == 0 {
                 (0..EPOCHS).for_each(body);
@@ -64,7 +89,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
         "every 8th depends" => {
             let body = |i: usize| {
                 let s = if i.is_multiple_of(8) { shared.get() } else { 0 };
-                let x = work(ITERS, s ^ i as u64);
+                let x = work(iters(), s ^ i as u64);
                 out.set(i, x);
                 if i.is_multiple_of(8) {
                     shared.set(x);
@@ -80,8 +105,8 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
             }
         }
         "checkpointed tail" => {
-            let head = |i: usize| work(ITERS, i as u64);
-            let tail = |x: u64| shared.update(|s| *s = s.wrapping_add(work(ITERS / 20, x)));
+            let head = |i: usize| work(iters(), i as u64);
+            let tail = |x: u64| shared.update(|s| *s = s.wrapping_add(work(iters() / 20, x)));
             if threads == 0 {
                 (0..EPOCHS).for_each(|i| tail(head(i)));
             } else {
@@ -120,6 +145,7 @@ fn main() {
     let report = std::env::temp_dir().join(format!("tls-predict-{}.json", std::process::id()));
     let status = Command::new(std::env::current_exe().unwrap())
         .env("TLS_PREDICT_CHILD", "1")
+        .env("TLS_PREDICT_ITERS", iters().to_string())
         .env("TLS_MODE", "profile")
         .env("TLS_REPORT", &report)
         .status()

@@ -156,6 +156,9 @@ struct Work<T, S> {
     snaps: Vec<(usize, S, Instant)>,
     /// A rollback threw away at least a quarter of the epoch's work so far.
     rolled_back: bool,
+    /// When its last attempt finished, while it waits (published) for commit: a
+    /// violation found then loses the work up to this moment, not the wait.
+    finished: Option<Instant>,
 }
 
 /// How a finished epoch ended.
@@ -414,6 +417,7 @@ where
                     items: Vec::new(),
                     snaps: Vec::new(),
                     rolled_back: false,
+                    finished: None,
                 },
                 segment: 0,
                 logs: Logs::default(),
@@ -464,6 +468,7 @@ where
             items,
             snaps: Vec::new(),
             rolled_back: false,
+            finished: None,
         })
     }
 
@@ -584,6 +589,7 @@ where
                 }
             }
         };
+        work.finished = Some(Instant::now());
         let done = Done {
             segment: cx.segment.get(),
             logs: cx.take_logs(),
@@ -777,13 +783,16 @@ where
         ts: &mut ThreadStats,
     ) {
         let target = target.min(cx.segment.get());
-        let lost = work.snaps[target as usize].2.elapsed();
+        // The work lost ends where the last attempt ended: an epoch violated while it
+        // waited for commit lost its run, not its wait.
+        let end = work.finished.take().unwrap_or_else(Instant::now);
+        let lost = end.saturating_duration_since(work.snaps[target as usize].2);
         ts.wasted += lost;
         ts.rollbacks += 1;
         // For the adaptive policy an epoch counts as rolled back when the rollback
         // threw away a good part of it; going back to a late checkpoint costs little
         // and is what checkpoints are for.
-        let so_far = work.snaps[0].2.elapsed();
+        let so_far = end.saturating_duration_since(work.snaps[0].2);
         if lost * 4 >= so_far {
             work.rolled_back = true;
         }
