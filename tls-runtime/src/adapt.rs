@@ -12,6 +12,12 @@
 //! carries across runs of the same loop (a transaction's items loop runs once per
 //! transaction).
 //!
+//! A window is judged on at least [`MIN_WINDOW`] of wall time, and only on epochs
+//! committed while it was open; the first worker to join a window the caller started
+//! alone (workers park while a site runs in order) starts it over, so a probe is not
+//! judged on the wake-up. Without any worker for [`WAIT_FOR_HELPERS`], speculation
+//! gains nothing and the site runs in order.
+//!
 //! The site also chooses how many iterations make one epoch when the loop does not
 //! say (`chunk`): iterations much shorter than [`TARGET_EPOCH`] are grouped.
 //!
@@ -35,6 +41,12 @@ pub(crate) const MAX_BACKOFF: u64 = 4096;
 /// Speculation must estimate at least this speedup to go on; below it (a little
 /// above 1, since speculative epochs pay for tracking) in-order execution is faster.
 pub(crate) const MIN_GAIN: f64 = 1.1;
+/// The shortest wall time a window is judged on: shorter ones measure the clock and
+/// the scheduler more than the loop.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
+/// How long a window waits for a worker's first vote before it is judged without
+/// one (a parked worker takes tens of microseconds to wake, a new one longer).
+pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
 /// The epoch length automatic chunking aims for.
 pub(crate) const TARGET_EPOCH: Duration = Duration::from_micros(10);
 /// The most iterations automatic chunking puts in one epoch.
@@ -149,6 +161,9 @@ pub(crate) struct Window {
     /// Votes from threads other than the loop's caller in this window.
     helpers: AtomicU32,
     start: std::sync::Mutex<Instant>,
+    /// Moves on each [`Window::open`], so that a participant can drop the tally of
+    /// epochs it committed before the window opened (see [`Window::generation`]).
+    generation: CachePadded<AtomicU32>,
 }
 
 impl Window {
@@ -160,7 +175,16 @@ impl Window {
             useful_ns: AtomicU64::new(0),
             helpers: AtomicU32::new(0),
             start: std::sync::Mutex::new(Instant::now()),
+            generation: CachePadded::new(AtomicU32::new(0)),
         }
+    }
+
+    /// Which window is open now. A participant's tally that started under an older
+    /// one holds epochs from before this window's start: voting it would credit the
+    /// window with work done outside its wall time (a window judged from such votes
+    /// once found a full dependence chain "paying").
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Relaxed)
     }
 
     /// Starts a new window now (speculation starts or resumes).
@@ -170,6 +194,7 @@ impl Window {
         self.useful_ns.store(0, Relaxed);
         self.helpers.store(0, Relaxed);
         *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.generation.fetch_add(1, Relaxed);
     }
 
     /// A participant (`helper`: not the loop's caller) committed `epochs`
@@ -187,22 +212,35 @@ impl Window {
         useful: Duration,
         helper: bool,
     ) {
+        if helper && self.helpers.load(Relaxed) == 0 && self.epochs.load(Relaxed) > 0 {
+            // The first worker to join a window the caller started alone (workers
+            // park while a site runs in order, and take tens of microseconds to
+            // wake): judge speculation from now on, not the caller's lone start.
+            // This vote's epochs ran before now, so they are not counted either.
+            self.open();
+            self.helpers.store(1, Relaxed);
+            return;
+        }
         let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
         let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
         let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
-        // Workers hand their votes over every few epochs: give them time to show up
-        // before judging a window without them.
-        if total < self.size || (helpers == 0 && total < 4 * self.size) {
+        if total < self.size {
             return;
         }
         let wall = self
             .start
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .elapsed()
-            .as_nanos() as f64;
+            .elapsed();
+        // A window must be long enough for its timing to mean something; and workers
+        // hand their votes over every few epochs and may have to wake first: give
+        // them time to show up before judging a window without them.
+        if wall < MIN_WINDOW || (helpers == 0 && wall < WAIT_FOR_HELPERS) {
+            return;
+        }
+        let wall = wall.as_nanos() as f64;
         self.open();
         let gain = if wall > 0.0 {
             useful as f64 / wall
@@ -238,38 +276,82 @@ mod tests {
     /// Plenty of useful work: these votes are judged by rollbacks alone.
     const D: Duration = Duration::from_secs(3600);
 
+    /// Lets a window reach the length it is judged on.
+    fn age(_: &Window) {
+        std::thread::sleep(MIN_WINDOW + Duration::from_micros(50));
+    }
+
     #[test]
     fn speculation_without_gain_switches_to_in_order() {
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
         // 10 ms of committed work in a 20 ms window: half the in-order speed.
-        w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
         w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
+        w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
         assert!(site.in_order());
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, WINDOW, 0, Duration::from_millis(18), false);
         w.vote(&site, WINDOW, 0, Duration::from_millis(18), true);
+        w.vote(&site, WINDOW, 0, Duration::from_millis(18), false);
         assert!(!site.in_order());
-        // The caller alone gained nothing from speculation.
+    }
+
+    #[test]
+    fn a_window_without_workers_waits_for_them_then_runs_in_order() {
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
-        std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(20), false);
+        age(&w);
+        w.vote(&site, 2 * WINDOW, 0, Duration::from_micros(100), false);
         assert!(!site.in_order(), "too early to judge without the workers");
-        w.vote(&site, 6 * WINDOW, 0, Duration::from_millis(20), false);
+        std::thread::sleep(WAIT_FOR_HELPERS);
+        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(1), false);
+        assert!(site.in_order(), "the caller alone gained nothing");
+    }
+
+    #[test]
+    fn the_first_worker_to_join_restarts_the_window() {
+        let (site, w) = (LoopSite::new(), Window::new(2));
+        w.open();
+        std::thread::sleep(Duration::from_millis(2));
+        // The caller ran alone while the worker woke; the worker's first vote starts
+        // the window over and is not counted.
+        w.vote(&site, WINDOW, 0, Duration::from_micros(500), false);
+        let generation = w.generation();
+        w.vote(&site, WINDOW, 0, D, true);
+        assert_ne!(w.generation(), generation);
+        assert_eq!(w.epochs.load(Relaxed), 0);
+        assert_eq!(w.useful_ns.load(Relaxed), 0);
+        assert!(!site.in_order());
+        // From then on, the window is judged on what both threads do in it.
+        std::thread::sleep(Duration::from_millis(2));
+        w.vote(&site, WINDOW, 0, Duration::from_micros(1900), true);
+        w.vote(&site, WINDOW, 0, Duration::from_micros(1900), false);
+        assert!(!site.in_order());
+        assert_eq!(w.epochs.load(Relaxed), 0, "judged and reopened");
+    }
+
+    #[test]
+    fn short_windows_are_not_judged() {
+        let (site, w) = (LoopSite::new(), Window::new(1));
+        w.open();
+        w.vote(&site, 4 * WINDOW, 4 * WINDOW, D, true);
+        assert!(!site.in_order(), "judged before MIN_WINDOW");
+        age(&w);
+        w.vote(&site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
     }
 
     #[test]
     fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
         let (site, w) = (LoopSite::new(), Window::new(1));
+        age(&w);
         w.vote(&site, 8, 2, D, true);
         assert!(!site.in_order(), "a quarter rolled back still pays");
         w.vote(&site, 4, 3, D, true);
         assert!(!site.in_order(), "the window is not full yet");
+        age(&w);
         w.vote(&site, 4, 3, D, true);
         assert!(site.in_order());
         assert_eq!(site.in_order_budget(), MIN_BACKOFF);
@@ -278,6 +360,7 @@ mod tests {
         assert!(site.ran_in_order(1), "probe speculation after the backoff");
         assert!(!site.in_order());
         // A failed probe doubles the next in-order stretch.
+        age(&w);
         w.vote(&site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
         assert_eq!(site.in_order_budget(), 2 * MIN_BACKOFF);
@@ -286,6 +369,7 @@ mod tests {
         site.ran_in_order(1);
         assert!(!site.in_order());
         // A good window resets the backoff.
+        age(&w);
         w.vote(&site, WINDOW, 0, D, true);
         assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
     }

@@ -193,6 +193,8 @@ struct Votes {
     tune_chunk: bool,
     /// A worker, not the loop's caller.
     helper: bool,
+    /// The window generation this tally belongs to.
+    generation: u32,
 }
 
 impl Votes {
@@ -206,6 +208,7 @@ impl Votes {
             wasted_before: Duration::ZERO,
             tune_chunk,
             helper,
+            generation: 0,
         }
     }
 
@@ -217,6 +220,18 @@ impl Votes {
         window: &Window,
         ts: &ThreadStats,
     ) {
+        let generation = window.generation();
+        if generation != self.generation {
+            // A new window opened since this tally started: start over, counting
+            // from this epoch on (its start may predate the window by one epoch).
+            self.generation = generation;
+            self.epochs = 0;
+            self.rolled_back = 0;
+            self.items = 0;
+            self.since = Instant::now();
+            self.blocked_before = ts.wait + ts.idle;
+            self.wasted_before = ts.wasted;
+        }
         self.epochs += 1;
         self.rolled_back += u32::from(rolled_back);
         self.items += items as u64;
@@ -345,6 +360,8 @@ where
         let mut waiting: Option<(Instant, bool)> = None;
         loop {
             self.commit_chain(&mut ts, &mut votes);
+            // A wait ends when the claim starts: an in-order stretch runs inside it.
+            let claim_started = waiting.map(|_| Instant::now());
             let claimed = self.claim(&mut ts);
             let blocked = match claimed {
                 Claimed::WindowFull => Some(true),
@@ -353,11 +370,13 @@ where
             };
             match (waiting, blocked) {
                 (Some((since, full)), None) => {
-                    *if full { &mut ts.wait } else { &mut ts.idle } += since.elapsed();
+                    let end = claim_started.unwrap_or_else(Instant::now);
+                    *if full { &mut ts.wait } else { &mut ts.idle } +=
+                        end.saturating_duration_since(since);
                     waiting = None;
                     if let Some(name) = &self.trace {
                         let kind = if full { Kind::Waiting } else { Kind::Idle };
-                        trace::span(kind, name, 0, since, Instant::now(), None);
+                        trace::span(kind, name, 0, since, end, None);
                     }
                 }
                 (None, Some(full)) => waiting = Some((Instant::now(), full)),
