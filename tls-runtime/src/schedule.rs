@@ -582,9 +582,9 @@ where
                 }
             }
             loop {
-                let t0 = Instant::now();
+                let t0 = self.stamp();
                 let attempt = self.attempt(&cx, &mut work);
-                if let Some(name) = &self.trace
+                if let (Some(name), Some(t0)) = (&self.trace, t0)
                     && !matches!(attempt, Attempt::Rollback)
                 {
                     trace::span(Kind::Ran, name, index, t0, Instant::now(), None);
@@ -592,7 +592,7 @@ where
                 match attempt {
                     Attempt::Rollback => {
                         let (target, cause) = self.ring.slot(index).take_violation();
-                        if let Some(name) = &self.trace {
+                        if let (Some(name), Some(t0)) = (&self.trace, t0) {
                             let detail = cause.map(describe);
                             trace::span(Kind::Violated, name, index, t0, Instant::now(), detail);
                         }
@@ -667,6 +667,14 @@ where
         }
     }
 
+    /// The time now, when a trace is being written (clock reads cost tens of
+    /// nanoseconds each in these VMs; an epoch should not pay for spans nobody asked
+    /// for).
+    #[inline]
+    fn stamp(&self) -> Option<Instant> {
+        self.trace.as_ref().map(|_| Instant::now())
+    }
+
     /// Hands a finished epoch over for commit.
     fn publish(&self, done: Box<Done<It::Item, S, R>>, ts: &mut ThreadStats) {
         let index = done.work.index;
@@ -731,7 +739,7 @@ where
             _ if target != NOT_VIOLATED => Some(target),
             _ => None,
         };
-        let t0 = Instant::now();
+        let t0 = self.stamp();
         if let Some(target) = rerun_from {
             // Homefree now: the re-run sees only committed data and cannot be violated.
             let detail = cause.map(describe);
@@ -752,7 +760,7 @@ where
                     }
                 }
             };
-            if let Some(name) = &self.trace {
+            if let (Some(name), Some(t0)) = (&self.trace, t0) {
                 trace::span(Kind::Rerun, name, index, t0, Instant::now(), detail);
             }
         }
@@ -773,9 +781,9 @@ where
             }
             End::RerunHomefree => unreachable!("re-run above"),
         };
-        let t1 = Instant::now();
+        let t1 = self.stamp();
         self.commit(&cx, index, ending);
-        if let Some(name) = &self.trace {
+        if let (Some(name), Some(t1)) = (&self.trace, t1) {
             trace::span(Kind::Commit, name, index, t1, Instant::now(), None);
         }
         ts.epochs += 1;
