@@ -37,7 +37,7 @@ pub(crate) const WINDOW: u32 = 8;
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
 /// Longest in-order stretch between probes.
-pub(crate) const MAX_BACKOFF: u64 = 4096;
+pub(crate) const MAX_BACKOFF: u64 = 16384;
 /// Speculation must estimate at least this speedup to go on; below it (a little
 /// above 1, since speculative epochs pay for tracking) in-order execution is faster.
 pub(crate) const MIN_GAIN: f64 = 1.1;
