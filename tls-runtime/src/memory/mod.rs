@@ -3,7 +3,8 @@
 //! Every container is made of [`slot::Slot`]s, one per tracked location: the single
 //! value of a [`Spec`], each element of a [`SpecVec`], each key of a [`SpecMap`], each
 //! 64-byte line of a [`SpecMemory`]. The functions here route an access to the
-//! committed value (outside any epoch: one lock, no bookkeeping) or through the
+//! committed value (outside any epoch: no bookkeeping, and for small values without
+//! drop glue no lock either, see `Slot::read_committed`) or through the
 //! speculative protocol of `slot` (inside an epoch).
 
 pub(crate) mod slot;

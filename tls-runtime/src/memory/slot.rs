@@ -162,8 +162,9 @@ pub(crate) enum WriteEffect {
 /// A speculative location holding a `T`.
 ///
 /// Aligned to a cache line: neighbouring elements of a `SpecVec` written by epochs on
-/// different threads must not share a line (for `u64` elements a slot is exactly one
-/// line).
+/// different threads must not share a line. For `u64` elements a slot takes two lines
+/// (lock and value, the first reader record, the first version inline): memory traded
+/// for writes that allocate nothing and reads that follow no pointer.
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct Slot<T> {
@@ -657,6 +658,12 @@ mod tests {
         w.tag = make_tag(2, 0);
         s.write_spec(&w, Location::caller(), 77);
         assert_eq!(s.read_spec(&at(&r, 3, 0), Location::caller(), |v| *v), 1);
+    }
+
+    #[test]
+    fn a_slot_of_a_word_takes_two_cache_lines() {
+        // The size the docs of `Slot` and of `SpecVec` users rely on.
+        assert_eq!(core::mem::size_of::<Slot<u64>>(), 128);
     }
 
     #[test]

@@ -14,7 +14,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// else the newest write of an earlier epoch, else the committed value; writes are
 /// buffered until the epoch commits. If an earlier epoch writes the cell after a later
 /// one read it, the later epoch is rolled back and re-run. Outside any speculative loop
-/// a `Spec<T>` behaves like a `Mutex<T>` you never hold: one uncontended lock per call.
+/// a `Spec<T>` behaves like a `Mutex<T>` you never hold: one uncontended lock per
+/// write, and per read of a value with drop glue or over 64 bytes; a read of a smaller
+/// plain value (a number, a small `Copy` struct) takes no lock.
+///
+/// Only the cell's own reads and writes are tracked: interior mutability inside the
+/// value (a `Cell`, an atomic, a `Mutex`) changes it behind the runtime's back and is
+/// neither rolled back nor ordered by it.
 ///
 /// ```
 /// use tls_runtime::Spec;
