@@ -62,6 +62,27 @@ pub struct LoopSite {
     backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     chunk: AtomicU32,
+    /// [`PROBING`], [`LAST_PAID`] or [`STRUCK`]: how the last windows went (see
+    /// [`LoopSite::judge`]).
+    slow_windows: AtomicU32,
+}
+
+/// No window paid since the site last ran in order (or since it was made).
+const PROBING: u32 = 0;
+/// The last window paid.
+const LAST_PAID: u32 = 1;
+/// The last window gained too little after one that paid.
+const STRUCK: u32 = 2;
+
+/// What a window of speculation came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Speculation paid.
+    Paid,
+    /// Its committed work per wall time was under [`MIN_GAIN`].
+    SlowOnce,
+    /// Most epochs rolled back, or no worker helped.
+    Lost,
 }
 
 impl Default for LoopSite {
@@ -78,6 +99,7 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
+            slow_windows: AtomicU32::new(PROBING),
         }
     }
 
@@ -135,9 +157,29 @@ impl LoopSite {
 
     /// The verdict on a window of speculation: if it did not pay, run in order for
     /// the current backoff (doubled for next time); if it did, reset the backoff.
-    pub(crate) fn judge(&self, paid: bool) {
+    ///
+    /// A window that only gained too little, right after one that paid, is given one
+    /// more chance: on a shared machine one descheduled thread can stall a window of
+    /// a loop that does pay, and a wrong verdict costs a whole in-order stretch. A
+    /// probe after an in-order stretch gets no second chance (each would double the
+    /// cost of probing a loop that never pays), and rollbacks and a missing worker
+    /// are not timing noise: they count at once.
+    pub(crate) fn judge(&self, verdict: Verdict) {
         let backoff = self.backoff.load(Relaxed);
-        if paid {
+        let state = self.slow_windows.load(Relaxed);
+        if verdict == Verdict::SlowOnce && state == LAST_PAID {
+            self.slow_windows.store(STRUCK, Relaxed);
+            return;
+        }
+        self.slow_windows.store(
+            if verdict == Verdict::Paid {
+                LAST_PAID
+            } else {
+                PROBING
+            },
+            Relaxed,
+        );
+        if verdict == Verdict::Paid {
             self.backoff.store(MIN_BACKOFF, Relaxed);
         } else {
             self.in_order_left.store(backoff, Relaxed);
@@ -249,7 +291,13 @@ impl Window {
         };
         // A window the caller ran alone (no worker was free, or none woke in time)
         // gained nothing from speculation, whatever it rolled back.
-        site.judge(bad * 2 <= total && helpers > 0 && gain >= MIN_GAIN);
+        site.judge(if bad * 2 > total || helpers == 0 {
+            Verdict::Lost
+        } else if gain < MIN_GAIN {
+            Verdict::SlowOnce
+        } else {
+            Verdict::Paid
+        });
     }
 }
 
@@ -286,10 +334,31 @@ mod tests {
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));
-        // 10 ms of committed work in a 20 ms window: half the in-order speed.
+        // 10 ms of committed work in a 20 ms window: half the in-order speed. A
+        // first window (a probe) that slow goes in order at once.
         w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
         w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
-        assert!(site.in_order());
+        assert!(site.in_order(), "a probe gets no second chance");
+        // After a window that paid, one slow window may be the machine; two in a
+        // row are the loop.
+        let (site, w) = (LoopSite::new(), Window::new(2));
+        for gained in [36, 10, 10] {
+            assert!(!site.in_order());
+            w.open();
+            std::thread::sleep(Duration::from_millis(20));
+            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), true);
+            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), false);
+        }
+        assert!(site.in_order(), "two slow windows in a row");
+        // A slow window followed by a good one forgets the first.
+        let (site, w) = (LoopSite::new(), Window::new(2));
+        for gained in [36, 6, 36, 6] {
+            w.open();
+            std::thread::sleep(Duration::from_millis(20));
+            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), true);
+            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), false);
+        }
+        assert!(!site.in_order());
         let (site, w) = (LoopSite::new(), Window::new(2));
         w.open();
         std::thread::sleep(Duration::from_millis(20));

@@ -28,11 +28,19 @@
 //!
 //! The costs come from a short calibration the first time profile mode runs a loop:
 //! a tracked read and a new-version write (and its commit) in a speculative epoch
-//! versus plain ones, an empty speculative loop
-//! on two threads (per-epoch cost = its busy time per epoch; serialized cost = what
-//! its wall time per epoch has beyond half of that, the fastest of seven runs), and the
-//! unwinding of a rollback.
+//! versus plain ones; a speculative loop of 2 us epochs on two threads against the
+//! same work run plainly (per-epoch cost = busy time per epoch beyond the work;
+//! serialized cost = what the wall time per epoch has beyond half of work plus cost;
+//! the fastest of five runs); and the unwinding of a rollback.
+//!
+//! Epochs are what the runtime would run: unless the loop sets its chunk, iterations
+//! are grouped as the runtime's automatic chunking groups them (about 10 us per
+//! epoch, at most 256 iterations), and the group is halved while more than a quarter
+//! of the simulated epochs lose a quarter of their work or more to a restart (the
+//! runtime halves its chunk on the same rule). Item boundaries inside a chunk are
+//! not checkpoints, as in the runtime.
 
+use crate::adapt::{MAX_CHUNK, TARGET_EPOCH};
 use crate::control::{Control, LoopOutcome, Step};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::sync::AtomicU64;
@@ -233,29 +241,59 @@ fn calibrate() -> Costs {
     drop(v);
     drop(fresh);
 
-    // An empty loop on two threads: per-epoch work and the serialized part. The
-    // fastest of a few runs: a run the scheduler of a busy machine interrupted
-    // measures the machine, not the runtime.
-    let epochs = 1000u64;
-    let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
-    let (mut wall, mut busy) = (f64::MAX, f64::MAX);
-    for _ in 0..7 {
+    // Epochs of about 2 us of work on two threads, one iteration each: what an epoch
+    // costs beyond its work (claiming, starting, publishing and committing it: mostly
+    // cache lines the threads hand each other) and the part of it that is serialized.
+    // Real work, not empty epochs: an empty loop gains nothing from speculation, and
+    // the adaptive policy would soon run it in order. The fastest of a few runs: a run
+    // the scheduler of a busy machine interrupted measures the machine, not the
+    // runtime.
+    #[inline(never)]
+    fn spin(iters: u64) -> u64 {
+        let mut x = 1u64;
+        for i in 0..iters {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x)
+    }
+    let probe = 20_000u64;
+    let t = Instant::now();
+    spin(probe);
+    let iters = (probe as f64 * 2_000.0 / (t.elapsed().as_nanos() as f64).max(1.0)).max(1.0) as u64;
+    let epochs = 400u64;
+    let mut work = f64::MAX;
+    for _ in 0..5 {
         let t = Instant::now();
-        crate::Loop::new()
-            .name("tls-runtime calibration")
-            .threads(2)
-            .chunk(1)
-            .site(site)
-            .run_uncalibrated(0..epochs);
+        for _ in 0..epochs {
+            spin(iters);
+        }
+        work = work.min(t.elapsed().as_nanos() as f64 / epochs as f64);
+    }
+    let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
+    let body = move |_: u64| {
+        spin(iters);
+    };
+    let lp = crate::Loop::new()
+        .name("tls-runtime calibration")
+        .threads(2)
+        .chunk(1)
+        .site(site);
+    lp.run_uncalibrated(0..epochs, &body); // wakes the workers
+    let (mut wall, mut busy) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let t = Instant::now();
+        lp.run_uncalibrated(0..epochs, &body);
         let w = t.elapsed().as_nanos() as f64;
         let b = crate::report::take_last().map_or(w, |r| r.busy.as_nanos() as f64);
-        wall = wall.min(w);
-        busy = busy.min(b);
+        if w < wall {
+            (wall, busy) = (w, b);
+        }
     }
-    // Two threads share the per-epoch work; what the wall time has beyond half of it
-    // is the part that does not overlap.
-    let per_epoch = busy / epochs as f64;
-    let serial = (wall / epochs as f64 - per_epoch / 2.0).max(per_epoch / 4.0);
+    crate::report::take_last();
+    // Busy time per epoch is its work plus its cost; what the wall time per epoch has
+    // beyond half of that (two threads share the epochs) does not overlap.
+    let per_epoch = (busy / epochs as f64 - work).max(0.0);
+    let serial = (wall / epochs as f64 - (work + per_epoch) / 2.0).max(per_epoch / 4.0);
     // Unwinding a few frames of a violated epoch back to its runner.
     #[inline(never)]
     fn unwind_from(depth: u32) -> u32 {
@@ -335,10 +373,19 @@ where
 }
 
 /// The predicted wall time (ns) of the recorded epochs on `threads` threads.
+#[cfg(test)]
 pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> f64 {
+    simulate(epochs, threads, costs).0
+}
+
+/// The predicted wall time (ns) of the recorded epochs on `threads` threads, and how
+/// many epochs a restart cost a quarter or more of their work so
+/// far (the runtime's measure for halving its chunk).
+fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usize) {
     if epochs.is_empty() {
-        return 0.0;
+        return (0.0, 0);
     }
+    let mut rolled_back = 0;
     let window = threads * 4;
     let mut free = vec![0.0f64; threads];
     let mut commit = Vec::with_capacity(epochs.len());
@@ -366,6 +413,7 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
         }
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
+        let mut counted = false;
         loop {
             let mut first: Option<(f64, f64)> = None; // (violation time, new t0)
             let mut seg = 0usize;
@@ -391,6 +439,15 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
             }
             match first {
                 Some((w, new_t0)) if new_t0 > t0 => {
+                    if !counted {
+                        let end = w.min(t0 + dur);
+                        let segment_start = w - (new_t0 - t0);
+                        let lost = (end - segment_start).max(0.0);
+                        if lost * 4.0 >= end - t0 {
+                            rolled_back += 1;
+                            counted = true;
+                        }
+                    }
                     // A violation while the epoch runs unwinds it; one that comes after
                     // it finished is handled by re-running it at commit.
                     let unwind = if w < t0 + dur { costs.rollback } else { 0.0 };
@@ -412,12 +469,67 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
             }
         }
     }
-    last_commit
+    (last_commit, rolled_back)
+}
+
+/// The epochs the runtime would run for `items` grouped `chunk` at a time: durations
+/// add up, events keep their order and move by the time of the items before them.
+fn chunked(items: &[EpochProfile], chunk: usize) -> Vec<EpochProfile> {
+    if chunk <= 1 {
+        return items.to_vec();
+    }
+    items
+        .chunks(chunk)
+        .map(|group| {
+            let mut epoch = EpochProfile::default();
+            for item in group {
+                let offset = epoch.dur;
+                epoch.events.extend(item.events.iter().map(|ev| Event {
+                    at: ev.at + offset,
+                    ..*ev
+                }));
+                epoch.dur += item.dur;
+            }
+            epoch
+        })
+        .collect()
+}
+
+/// The predicted wall time of `items` on `threads` threads with the runtime's
+/// chunking: `chunk` iterations per epoch if the loop sets it, else the automatic
+/// choice (about [`TARGET_EPOCH`] per epoch), halved while more than a quarter of the
+/// epochs roll back.
+fn predict_chunked(
+    items: &[EpochProfile],
+    threads: usize,
+    costs: &Costs,
+    chunk: Option<usize>,
+) -> f64 {
+    let mut c = chunk.unwrap_or_else(|| {
+        // The runtime sizes chunks from the busy time per iteration, which includes
+        // the per-epoch cost spread over the chunk: it settles where
+        // `chunk * mean + epoch cost = TARGET_EPOCH`.
+        let mean = items.iter().map(|e| e.dur).sum::<f64>() / items.len().max(1) as f64;
+        let ideal = (TARGET_EPOCH.as_nanos() as f64 - costs.epoch) / mean.max(1.0);
+        ideal.clamp(1.0, f64::from(MAX_CHUNK)) as usize
+    });
+    loop {
+        let epochs = chunked(items, c);
+        let (t, rolled_back) = simulate(&epochs, threads, costs);
+        if chunk.is_none() && c > 1 && rolled_back * 4 > epochs.len() {
+            c /= 2;
+            continue;
+        }
+        return t;
+    }
 }
 
 /// Predicted speedups for [`PREDICTED_CORES`], with the sequential time they are
 /// relative to.
-pub(crate) fn speedups(epochs: &[EpochProfile]) -> (Duration, Vec<(usize, f64)>) {
+pub(crate) fn speedups(
+    epochs: &[EpochProfile],
+    chunk: Option<usize>,
+) -> (Duration, Vec<(usize, f64)>) {
     let costs = costs();
     let sequential: f64 = epochs.iter().map(|e| e.dur).sum();
     let out = PREDICTED_CORES
@@ -426,7 +538,7 @@ pub(crate) fn speedups(epochs: &[EpochProfile]) -> (Duration, Vec<(usize, f64)>)
             let t = if p == 1 {
                 sequential
             } else {
-                predict(epochs, p, &costs)
+                predict_chunked(epochs, p, &costs, chunk)
             };
             let s = if t > 0.0 { sequential / t } else { 1.0 };
             // The adaptive fallback runs the loop in order rather than lose.
@@ -540,5 +652,65 @@ mod tests {
         let t = predict(&e, 64, &costs);
         // Commits cannot go faster than one per 100 ns.
         assert!(t >= 1000.0 * 100.0, "{t}");
+    }
+
+    #[test]
+    fn chunks_add_up_durations_and_shift_events() {
+        let items: Vec<_> = (0..5)
+            .map(|i| epoch(100.0, &[(10.0, i, Kind::Read), (90.0, i, Kind::Write)]))
+            .collect();
+        let c = chunked(&items, 2);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].dur, 200.0);
+        assert_eq!(c[2].dur, 100.0);
+        let at: Vec<_> = c[0].events.iter().map(|e| (e.at, e.loc)).collect();
+        assert_eq!(at, [(10.0, 0), (90.0, 0), (110.0, 1), (190.0, 1)]);
+    }
+
+    #[test]
+    fn short_independent_iterations_are_predicted_in_chunks() {
+        // 1 us iterations with 1 us of cost per epoch: one per epoch would gain
+        // nothing on 2 threads; grouped ten at a time the cost nearly vanishes.
+        let costs = Costs {
+            epoch: 1000.0,
+            ..FREE
+        };
+        let items: Vec<_> = (0..2000)
+            .map(|i| epoch(1000.0, &[(900.0, i, Kind::Write)]))
+            .collect();
+        let sequential = 2000.0 * 1000.0;
+        let one = sequential / predict_chunked(&items, 2, &costs, Some(1));
+        let auto = sequential / predict_chunked(&items, 2, &costs, None);
+        assert!(one < 1.05, "one per epoch: {one}");
+        assert!(auto > 1.7, "chunked: {auto}");
+    }
+
+    #[test]
+    fn chunks_that_roll_back_are_halved_down_to_what_pays() {
+        // Each iteration reads and then writes one shared location at its very end:
+        // in a chunk of several, the first read of the next epoch is violated by the
+        // last write of the one before and the whole chunk re-runs; one iteration per
+        // epoch loses only its tail.
+        let items: Vec<_> = (0..400)
+            .map(|_| {
+                epoch(
+                    1000.0,
+                    &[
+                        (0.0, 0, Kind::Checkpoint),
+                        (950.0, 7, Kind::Read),
+                        (990.0, 7, Kind::Write),
+                    ],
+                )
+            })
+            .collect();
+        let sequential = 400.0 * 1000.0;
+        let auto = sequential / predict_chunked(&items, 2, &FREE, None);
+        let eight = sequential / predict_chunked(&items, 2, &FREE, Some(8));
+        let one = sequential / predict_chunked(&items, 2, &FREE, Some(1));
+        assert!(auto >= eight, "auto {auto} vs chunk 8 {eight}");
+        assert!(
+            (auto - one).abs() < 0.05 * one,
+            "auto {auto} vs chunk 1 {one}"
+        );
     }
 }

@@ -137,7 +137,7 @@ impl Loop {
             let t0 = Instant::now();
             let (outcome, profiles) = crate::profile::run_profiled(items, &start, &step);
             let wall = t0.elapsed();
-            let (sequential, predicted) = crate::profile::speedups(&profiles);
+            let (sequential, predicted) = crate::profile::speedups(&profiles, self.chunk);
             let stats = ThreadStats {
                 epochs: profiles.len() as u64,
                 items: profiles.len() as u64,
@@ -218,10 +218,15 @@ impl Loop {
 }
 
 impl Loop {
-    /// An empty speculative loop, whatever `TLS_MODE` says (profile mode's
-    /// calibration measures the runtime's own costs with it).
-    pub(crate) fn run_uncalibrated(&self, items: core::ops::Range<u64>) {
-        let _ = self.run_parallel(items, self.threads.unwrap_or(2).max(2), &|i| i, &|_| {
+    /// A speculative loop running `body` for each item, whatever `TLS_MODE` says
+    /// (profile mode's calibration measures the runtime's own costs with it).
+    pub(crate) fn run_uncalibrated(
+        &self,
+        items: core::ops::Range<u64>,
+        body: &(dyn Fn(u64) + Sync),
+    ) {
+        let _ = self.run_parallel(items, self.threads.unwrap_or(2).max(2), &|i| i, &|i| {
+            body(i);
             Step::Done(Control::<()>::Continue)
         });
     }
