@@ -608,6 +608,35 @@ where
                 }
             }
         };
+        if matches!(end, End::Control(Control::Continue))
+            && self.watermark.load(Ordering::Acquire) == index
+            && self.ring.slot(index).pending(Ordering::Acquire) == NOT_VIOLATED
+            && self.stop.load(Ordering::Acquire) == NO_STOP
+        {
+            // Homefree already and never violated: nothing can violate it any more
+            // (every earlier epoch has committed), so commit it right here rather
+            // than publish it for a commit that would be this thread's next step
+            // anyway (no hand-off, no second context).
+            cx.set_homefree();
+            let _current = CurrentGuard::set(Some(&cx));
+            let t1 = self.stamp();
+            self.commit(&cx, index, None);
+            if let (Some(name), Some(t1)) = (&self.trace, t1) {
+                trace::span(Kind::Commit, name, index, t1, Instant::now(), None);
+            }
+            drop(_current);
+            ts.epochs += 1;
+            ts.items += work.items.len() as u64;
+            votes.epoch(
+                work.rolled_back,
+                work.items.len(),
+                self.site,
+                &self.window,
+                ts,
+            );
+            self.commit_chain(ts, votes);
+            return;
+        }
         work.finished = Some(Instant::now());
         let done = Done {
             segment: cx.segment.get(),
