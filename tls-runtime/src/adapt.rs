@@ -67,7 +67,7 @@ pub struct LoopSite {
     slow_windows: AtomicU32,
 }
 
-/// No window paid since the site last ran in order (or since it was made).
+/// No window paid since the site last ran in order.
 const PROBING: u32 = 0;
 /// The last window paid.
 const LAST_PAID: u32 = 1;
@@ -81,8 +81,12 @@ pub(crate) enum Verdict {
     Paid,
     /// Its committed work per wall time was under [`MIN_GAIN`].
     SlowOnce,
-    /// Most epochs rolled back, or no worker helped.
+    /// Most epochs rolled back.
     Lost,
+    /// No worker joined in [`WAIT_FOR_HELPERS`]: the machine is busy (other loops
+    /// hold the workers, or the OS does not run them), which says nothing about the
+    /// loop.
+    Alone,
 }
 
 impl Default for LoopSite {
@@ -99,7 +103,9 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
-            slow_windows: AtomicU32::new(PROBING),
+            // A new site gets the benefit of the doubt: its first window also pays
+            // for the workers' wake-up and the chunk size still growing.
+            slow_windows: AtomicU32::new(LAST_PAID),
         }
     }
 
@@ -171,16 +177,20 @@ impl LoopSite {
             self.slow_windows.store(STRUCK, Relaxed);
             return;
         }
-        self.slow_windows.store(
-            if verdict == Verdict::Paid {
-                LAST_PAID
-            } else {
-                PROBING
-            },
-            Relaxed,
-        );
+        match verdict {
+            Verdict::Paid => self.slow_windows.store(LAST_PAID, Relaxed),
+            // Being alone says nothing of the loop: keep what the last verdict said.
+            Verdict::Alone => {}
+            Verdict::SlowOnce | Verdict::Lost => self.slow_windows.store(PROBING, Relaxed),
+        }
         if verdict == Verdict::Paid {
             self.backoff.store(MIN_BACKOFF, Relaxed);
+        } else if verdict == Verdict::Alone {
+            // Run in order for the current stretch, without lengthening the next:
+            // a busy moment must not cost the loop thousands of in-order epochs
+            // once the workers are back.
+            self.in_order_left.store(backoff, Relaxed);
+            self.in_order.store(true, Relaxed);
         } else {
             self.in_order_left.store(backoff, Relaxed);
             self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
@@ -291,7 +301,9 @@ impl Window {
         };
         // A window the caller ran alone (no worker was free, or none woke in time)
         // gained nothing from speculation, whatever it rolled back.
-        site.judge(if bad * 2 > total || helpers == 0 {
+        site.judge(if helpers == 0 {
+            Verdict::Alone
+        } else if bad * 2 > total {
             Verdict::Lost
         } else if gain < MIN_GAIN {
             Verdict::SlowOnce
@@ -332,10 +344,19 @@ mod tests {
     #[test]
     fn speculation_without_gain_switches_to_in_order() {
         let (site, w) = (LoopSite::new(), Window::new(2));
+        // 10 ms of committed work in a 20 ms window: half the in-order speed. A new
+        // site gets a second window; a probe after an in-order stretch does not.
+        for second in [false, true] {
+            w.open();
+            std::thread::sleep(Duration::from_millis(20));
+            w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
+            w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
+            assert_eq!(site.in_order(), second);
+        }
+        site.ran_in_order(MIN_BACKOFF);
+        assert!(!site.in_order());
         w.open();
         std::thread::sleep(Duration::from_millis(20));
-        // 10 ms of committed work in a 20 ms window: half the in-order speed. A
-        // first window (a probe) that slow goes in order at once.
         w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
         w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
         assert!(site.in_order(), "a probe gets no second chance");
@@ -377,6 +398,9 @@ mod tests {
         std::thread::sleep(WAIT_FOR_HELPERS);
         w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(1), false);
         assert!(site.in_order(), "the caller alone gained nothing");
+        // ... which does not lengthen the next in-order stretch.
+        assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+        assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
     }
 
     #[test]
