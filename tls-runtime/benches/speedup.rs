@@ -41,6 +41,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 /// Times each variant `reps` times, interleaved, and returns the medians.
+///
+/// Each run starts after a pause longer than the time idle workers spin (ours and
+/// rayon's), so that no variant runs beside the spinning threads of the one before.
 fn measure(reps: usize, variants: &mut [&mut dyn FnMut()]) -> Vec<Duration> {
     let mut times = vec![Vec::new(); variants.len()];
     for v in variants.iter_mut() {
@@ -48,6 +51,7 @@ fn measure(reps: usize, variants: &mut [&mut dyn FnMut()]) -> Vec<Duration> {
     }
     for _ in 0..reps {
         for (i, v) in variants.iter_mut().enumerate() {
+            std::thread::sleep(Duration::from_millis(3));
             let t = Instant::now();
             v();
             times[i].push(t.elapsed());
