@@ -213,9 +213,10 @@ fn access_costs(n: usize) {
 
     let results = std::sync::Mutex::new(Vec::new());
     let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
-    // Twice: the first pass meets every location (and this thread's allocator) cold;
-    // the second is the steady state of a loop that runs again.
-    for _ in 0..2 {
+    // Six passes: the first meets every location (and this thread's allocator) cold;
+    // the others are the steady state of a loop that runs again, of which the fastest
+    // is reported (as outside the loop: the pass the machine disturbed least).
+    for _ in 0..6 {
         let release = std::sync::atomic::AtomicBool::new(false);
         Loop::new().threads(2).site(site).run(0..2usize, |e| {
             if e == 0 {
@@ -257,11 +258,20 @@ fn access_costs(n: usize) {
         "access cost outside any loop: Spec::get {outside_read:.1} ns, SpecVec::get {outside_small_read:.1} ns \
          (1000 elements; over {n}: {outside_vec_read:.1} ns), SpecVec::set {outside_write:.1} ns"
     );
-    match results.lock().unwrap()[..] {
-        [(_, _, _, cold), (first, again, same, write)] => println!(
-            "access cost in a speculative epoch: read (first touch) {first:.1} ns, read again {again:.1} ns, \
+    let results = results.into_inner().unwrap();
+    let fastest = |pick: fn(&(f64, f64, f64, f64)) -> f64| {
+        results[1..].iter().map(pick).fold(f64::INFINITY, f64::min)
+    };
+    match results.len() {
+        6 => {
+            let cold = results[0].3;
+            let (first, again) = (fastest(|r| r.0), fastest(|r| r.1));
+            let (same, write) = (fastest(|r| r.2), fastest(|r| r.3));
+            println!(
+                "access cost in a speculative epoch: read (first touch) {first:.1} ns, read again {again:.1} ns, \
              same cell {same:.1} ns, write (new version) {write:.1} ns (first ever: {cold:.1} ns)"
-        ),
+            )
+        }
         _ => println!("access cost in a speculative epoch: (epoch 1 ran homefree; rerun)"),
     }
 }
