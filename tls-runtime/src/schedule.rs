@@ -618,22 +618,10 @@ where
             // than publish it for a commit that would be this thread's next step
             // anyway (no hand-off, no second context).
             cx.set_homefree();
-            let _current = CurrentGuard::set(Some(&cx));
-            let t1 = self.stamp();
-            self.commit(&cx, index, None);
-            if let (Some(name), Some(t1)) = (&self.trace, t1) {
-                trace::span(Kind::Commit, name, index, t1, Instant::now(), None);
+            {
+                let _current = CurrentGuard::set(Some(&cx));
+                self.commit_and_count(&cx, &work, None, ts, votes);
             }
-            drop(_current);
-            ts.epochs += 1;
-            ts.items += work.items.len() as u64;
-            votes.epoch(
-                work.rolled_back,
-                work.items.len(),
-                self.site,
-                &self.window,
-                ts,
-            );
             self.commit_chain(ts, votes);
             return;
         }
@@ -810,10 +798,23 @@ where
             }
             End::RerunHomefree => unreachable!("re-run above"),
         };
+        self.commit_and_count(&cx, &work, ending, ts, votes);
+    }
+
+    /// Commits the homefree epoch of `work` (its context `cx` current on this thread)
+    /// and counts it for the report and the adaptive policy.
+    fn commit_and_count(
+        &self,
+        cx: &EpochCx,
+        work: &Work<It::Item, S>,
+        ending: Option<Ending<R>>,
+        ts: &mut ThreadStats,
+        votes: &mut Votes,
+    ) {
         let t1 = self.stamp();
-        self.commit(&cx, index, ending);
+        self.commit(cx, work.index, ending);
         if let (Some(name), Some(t1)) = (&self.trace, t1) {
-            trace::span(Kind::Commit, name, index, t1, Instant::now(), None);
+            trace::span(Kind::Commit, name, work.index, t1, Instant::now(), None);
         }
         ts.epochs += 1;
         ts.items += work.items.len() as u64;
