@@ -25,9 +25,10 @@
 //! - `schedule.rs` schedules: each participating thread commits what it can (the
 //!   homefree epoch, and the finished ones after it), claims the next epoch (a window
 //!   of four per thread may be in flight), runs it, and *publishes* it when its body
-//!   ends, without waiting to become homefree. Whoever holds the commit watermark
-//!   commits: versions become committed values and `on_commit` actions run, in epoch
-//!   order. A violation noticed while an epoch runs rolls it back at once; one that
+//!   ends, without waiting to become homefree (an epoch that is homefree and
+//!   unviolated when it ends commits at once on its own thread instead). Whoever holds
+//!   the commit watermark commits: versions become committed values and `on_commit`
+//!   actions run, in epoch order. A violation noticed while an epoch runs rolls it back at once; one that
 //!   hits a finished epoch is handled by re-running it when it becomes homefree.
 //!   Rollback goes back only to the start of the *sub-thread segment* in which the
 //!   violated load happened (`checkpoint!()` splits a body into segments; the runtime
