@@ -241,11 +241,16 @@ impl Window {
 
     /// Starts a new window now (speculation starts or resumes).
     pub(crate) fn open(&self) {
+        self.open_at(Instant::now());
+    }
+
+    /// Starts a new window at `now`.
+    fn open_at(&self, now: Instant) {
         self.epochs.store(0, Relaxed);
         self.rolled_back.store(0, Relaxed);
         self.useful_ns.store(0, Relaxed);
         self.helpers.store(0, Relaxed);
-        *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *self.start.lock().unwrap_or_else(|e| e.into_inner()) = now;
         self.generation.fetch_add(1, Relaxed);
     }
 
@@ -264,12 +269,26 @@ impl Window {
         useful: Duration,
         helper: bool,
     ) {
+        self.vote_at(site, epochs, rolled_back, useful, helper, Instant::now());
+    }
+
+    /// [`Window::vote`] at time `now` (the tests replay windows on a clock of their
+    /// own).
+    fn vote_at(
+        &self,
+        site: &LoopSite,
+        epochs: u32,
+        rolled_back: u32,
+        useful: Duration,
+        helper: bool,
+        now: Instant,
+    ) {
         if helper && self.helpers.load(Relaxed) == 0 && self.epochs.load(Relaxed) > 0 {
             // The first worker to join a window the caller started alone (workers
             // park while a site runs in order, and take tens of microseconds to
             // wake): judge speculation from now on, not the caller's lone start.
             // This vote's epochs ran before now, so they are not counted either.
-            self.open();
+            self.open_at(now);
             self.helpers.store(1, Relaxed);
             return;
         }
@@ -281,11 +300,8 @@ impl Window {
         if total < self.size {
             return;
         }
-        let wall = self
-            .start
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .elapsed();
+        let wall =
+            now.saturating_duration_since(*self.start.lock().unwrap_or_else(|e| e.into_inner()));
         // A window must be long enough for its timing to mean something; and workers
         // hand their votes over every few epochs and may have to wake first: give
         // them time to show up before judging a window without them.
@@ -293,7 +309,7 @@ impl Window {
             return;
         }
         let wall = wall.as_nanos() as f64;
-        self.open();
+        self.open_at(now);
         let gain = if wall > 0.0 {
             useful as f64 / wall
         } else {
@@ -332,71 +348,103 @@ pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
 
     /// Plenty of useful work: these votes are judged by rollbacks alone.
     const D: Duration = Duration::from_secs(3600);
 
-    /// Lets a window reach the length it is judged on.
-    fn age(_: &Window) {
-        std::thread::sleep(MIN_WINDOW + Duration::from_micros(50));
+    /// A clock of the test's own, so that no verdict depends on how the machine
+    /// schedules the test.
+    struct Clock(Cell<Instant>);
+
+    impl Clock {
+        fn new() -> Self {
+            Clock(Cell::new(Instant::now()))
+        }
+
+        fn advance(&self, d: Duration) {
+            self.0.set(self.0.get() + d);
+        }
+
+        /// Lets a window reach the length it is judged on.
+        fn age(&self) {
+            self.advance(MIN_WINDOW + Duration::from_micros(50));
+        }
+
+        fn open(&self, w: &Window) {
+            w.open_at(self.0.get());
+        }
+
+        fn vote(
+            &self,
+            w: &Window,
+            site: &LoopSite,
+            epochs: u32,
+            rolled_back: u32,
+            useful: Duration,
+            helper: bool,
+        ) {
+            w.vote_at(site, epochs, rolled_back, useful, helper, self.0.get());
+        }
     }
 
     #[test]
     fn speculation_without_gain_switches_to_in_order() {
+        let clock = Clock::new();
+        // One window of 20 ms in which the two threads committed `gained` ms of work.
+        let window = |site: &LoopSite, w: &Window, gained: u64| {
+            clock.open(w);
+            clock.advance(Duration::from_millis(20));
+            clock.vote(w, site, WINDOW, 0, Duration::from_millis(gained / 2), true);
+            clock.vote(
+                w,
+                site,
+                WINDOW,
+                0,
+                Duration::from_millis(gained - gained / 2),
+                false,
+            );
+        };
         let (site, w) = (LoopSite::new(), Window::new(2));
         // 10 ms of committed work in a 20 ms window: half the in-order speed. A new
         // site gets a second window; a probe after an in-order stretch does not.
-        for second in [false, true] {
-            w.open();
-            std::thread::sleep(Duration::from_millis(20));
-            w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
-            w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
-            assert_eq!(site.in_order(), second);
-        }
+        window(&site, &w, 10);
+        assert!(!site.in_order(), "a new site gets a second window");
+        window(&site, &w, 10);
+        assert!(site.in_order());
         site.ran_in_order(MIN_BACKOFF);
         assert!(!site.in_order());
-        w.open();
-        std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, WINDOW, 0, Duration::from_millis(4), true);
-        w.vote(&site, WINDOW, 0, Duration::from_millis(6), false);
+        window(&site, &w, 10);
         assert!(site.in_order(), "a probe gets no second chance");
         // After a window that paid, one slow window may be the machine; two in a
         // row are the loop.
         let (site, w) = (LoopSite::new(), Window::new(2));
-        for gained in [36, 10, 10] {
+        for gained in [36, 10] {
+            window(&site, &w, gained);
             assert!(!site.in_order());
-            w.open();
-            std::thread::sleep(Duration::from_millis(20));
-            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), true);
-            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), false);
         }
+        window(&site, &w, 10);
         assert!(site.in_order(), "two slow windows in a row");
         // A slow window followed by a good one forgets the first.
         let (site, w) = (LoopSite::new(), Window::new(2));
         for gained in [36, 6, 36, 6] {
-            w.open();
-            std::thread::sleep(Duration::from_millis(20));
-            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), true);
-            w.vote(&site, WINDOW, 0, Duration::from_millis(gained / 2), false);
+            window(&site, &w, gained);
         }
         assert!(!site.in_order());
         let (site, w) = (LoopSite::new(), Window::new(2));
-        w.open();
-        std::thread::sleep(Duration::from_millis(20));
-        w.vote(&site, WINDOW, 0, Duration::from_millis(18), true);
-        w.vote(&site, WINDOW, 0, Duration::from_millis(18), false);
+        window(&site, &w, 36);
         assert!(!site.in_order());
     }
 
     #[test]
     fn a_window_without_workers_waits_for_them_then_runs_in_order() {
-        let (site, w) = (LoopSite::new(), Window::new(2));
-        w.open();
-        age(&w);
-        w.vote(&site, 2 * WINDOW, 0, Duration::from_micros(100), false);
+        let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+        clock.open(&w);
+        clock.age();
+        clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_micros(100), false);
         assert!(!site.in_order(), "too early to judge without the workers");
-        std::thread::sleep(WAIT_FOR_HELPERS);
-        w.vote(&site, 2 * WINDOW, 0, Duration::from_millis(1), false);
+        clock.advance(WAIT_FOR_HELPERS);
+        clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(1), false);
         assert!(site.in_order(), "the caller alone gained nothing");
         // ... which does not lengthen the next in-order stretch.
         assert_eq!(site.in_order_budget(), MIN_BACKOFF);
@@ -405,47 +453,48 @@ mod tests {
 
     #[test]
     fn the_first_worker_to_join_restarts_the_window() {
-        let (site, w) = (LoopSite::new(), Window::new(2));
-        w.open();
-        std::thread::sleep(Duration::from_millis(2));
+        let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+        clock.open(&w);
+        clock.advance(Duration::from_millis(2));
         // The caller ran alone while the worker woke; the worker's first vote starts
         // the window over and is not counted.
-        w.vote(&site, WINDOW, 0, Duration::from_micros(500), false);
+        clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(500), false);
         let generation = w.generation();
-        w.vote(&site, WINDOW, 0, D, true);
+        clock.vote(&w, &site, WINDOW, 0, D, true);
         assert_ne!(w.generation(), generation);
         assert_eq!(w.epochs.load(Relaxed), 0);
         assert_eq!(w.useful_ns.load(Relaxed), 0);
         assert!(!site.in_order());
         // From then on, the window is judged on what both threads do in it.
-        std::thread::sleep(Duration::from_millis(2));
-        w.vote(&site, WINDOW, 0, Duration::from_micros(1900), true);
-        w.vote(&site, WINDOW, 0, Duration::from_micros(1900), false);
+        clock.advance(Duration::from_millis(2));
+        clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), true);
+        clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), false);
         assert!(!site.in_order());
         assert_eq!(w.epochs.load(Relaxed), 0, "judged and reopened");
     }
 
     #[test]
     fn short_windows_are_not_judged() {
-        let (site, w) = (LoopSite::new(), Window::new(1));
-        w.open();
-        w.vote(&site, 4 * WINDOW, 4 * WINDOW, D, true);
+        let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(1));
+        clock.open(&w);
+        clock.vote(&w, &site, 4 * WINDOW, 4 * WINDOW, D, true);
         assert!(!site.in_order(), "judged before MIN_WINDOW");
-        age(&w);
-        w.vote(&site, WINDOW, WINDOW, D, true);
+        clock.age();
+        clock.vote(&w, &site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
     }
 
     #[test]
     fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
-        let (site, w) = (LoopSite::new(), Window::new(1));
-        age(&w);
-        w.vote(&site, 8, 2, D, true);
+        let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(1));
+        clock.open(&w);
+        clock.age();
+        clock.vote(&w, &site, 8, 2, D, true);
         assert!(!site.in_order(), "a quarter rolled back still pays");
-        w.vote(&site, 4, 3, D, true);
+        clock.vote(&w, &site, 4, 3, D, true);
         assert!(!site.in_order(), "the window is not full yet");
-        age(&w);
-        w.vote(&site, 4, 3, D, true);
+        clock.age();
+        clock.vote(&w, &site, 4, 3, D, true);
         assert!(site.in_order());
         assert_eq!(site.in_order_budget(), MIN_BACKOFF);
         assert!(!site.ran_in_order(MIN_BACKOFF - 1));
@@ -453,8 +502,8 @@ mod tests {
         assert!(site.ran_in_order(1), "probe speculation after the backoff");
         assert!(!site.in_order());
         // A failed probe doubles the next in-order stretch.
-        age(&w);
-        w.vote(&site, WINDOW, WINDOW, D, true);
+        clock.age();
+        clock.vote(&w, &site, WINDOW, WINDOW, D, true);
         assert!(site.in_order());
         assert_eq!(site.in_order_budget(), 2 * MIN_BACKOFF);
         site.ran_in_order(2 * MIN_BACKOFF - 1);
@@ -462,8 +511,8 @@ mod tests {
         site.ran_in_order(1);
         assert!(!site.in_order());
         // A good window resets the backoff.
-        age(&w);
-        w.vote(&site, WINDOW, 0, D, true);
+        clock.age();
+        clock.vote(&w, &site, WINDOW, 0, D, true);
         assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
     }
 }

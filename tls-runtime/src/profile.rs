@@ -44,6 +44,7 @@ use crate::adapt::{MAX_CHUNK, TARGET_EPOCH};
 use crate::control::{Control, LoopOutcome, Step};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::sync::AtomicU64;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -379,8 +380,8 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
 }
 
 /// The predicted wall time (ns) of the recorded epochs on `threads` threads, and how
-/// many epochs a restart cost a quarter or more of their work so
-/// far (the runtime's measure for halving its chunk).
+/// many epochs a restart cost a quarter or more of their work so far (the runtime's
+/// measure for halving its chunk).
 fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usize) {
     if epochs.is_empty() {
         return (0.0, 0);
@@ -474,11 +475,13 @@ fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usi
 
 /// The epochs the runtime would run for `items` grouped `chunk` at a time: durations
 /// add up, events keep their order and move by the time of the items before them.
-fn chunked(items: &[EpochProfile], chunk: usize) -> Vec<EpochProfile> {
+fn chunked(items: &[EpochProfile], chunk: usize) -> Cow<'_, [EpochProfile]> {
     if chunk <= 1 {
-        return items.to_vec();
+        // One iteration per epoch: the recorded epochs as they are, not a copy of
+        // every event for each core count predicted.
+        return Cow::Borrowed(items);
     }
-    items
+    let epochs: Vec<EpochProfile> = items
         .chunks(chunk)
         .map(|group| {
             let mut epoch = EpochProfile::default();
@@ -492,7 +495,8 @@ fn chunked(items: &[EpochProfile], chunk: usize) -> Vec<EpochProfile> {
             }
             epoch
         })
-        .collect()
+        .collect();
+    Cow::Owned(epochs)
 }
 
 /// The predicted wall time of `items` on `threads` threads with the runtime's

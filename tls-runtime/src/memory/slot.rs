@@ -701,13 +701,17 @@ mod tests {
                     s.with_committed(|v| *v = [k; 8]);
                 }
             });
-            let mut changes = 0;
-            let mut last = 0;
-            for _ in 0..2_000_000 {
+            // At least 2 million reads, and on until the reader has seen the writer
+            // move a thousand times (a loaded machine may not run the writer at
+            // first), within a generous bound.
+            let (mut changes, mut last, mut reads) = (0, 0, 0u64);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while reads < 2_000_000 || (changes < 1000 && std::time::Instant::now() < deadline) {
                 let v = s.read_committed(|v| *v);
                 assert!(v.iter().all(|&x| x == v[0]), "torn read: {v:?}");
                 changes += usize::from(v[0] != last);
                 last = v[0];
+                reads += 1;
             }
             assert!(changes > 1, "the reader never saw the writer");
         });
