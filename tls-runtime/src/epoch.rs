@@ -9,7 +9,6 @@
 //! flight. A writer that violates epoch `j` lowers `j`'s `rollback_to` segment; `j` polls
 //! its own slot (its own cache line) at every speculative access and checkpoint.
 
-use crate::memory::slot::Access;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, lock};
 use core::cell::{Cell, RefCell};
 use core::panic::Location;
@@ -182,6 +181,29 @@ impl EpochRing {
                 slot.rollback_to.fetch_min(0, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// The epoch doing a speculative access, as the slot needs to see it.
+#[derive(Clone, Copy)]
+pub(crate) struct Access<'a> {
+    /// The accessing epoch.
+    pub(crate) tag: Tag,
+    /// Its current sub-thread segment.
+    pub(crate) segment: u32,
+    /// Whether it is the oldest uncommitted epoch: its reads need no record.
+    pub(crate) homefree: bool,
+    /// The loop's epoch ring, to signal violations.
+    pub(crate) ring: &'a EpochRing,
+    /// A lower bound of the loop's commit watermark: records of epochs below it are dead.
+    pub(crate) watermark: u64,
+    /// How many accesses the epoch made before this one (for reports).
+    pub(crate) ordinal: u32,
+}
+
+impl Access<'_> {
+    pub(crate) fn is_live(&self, tag: Tag) -> bool {
+        serial_of(tag) == serial_of(self.tag) && index_of(tag) >= self.watermark
     }
 }
 

@@ -6,7 +6,8 @@
 //! never keeps a value an earlier epoch made stale.
 
 use crate::epoch::{EpochRing, NOT_VIOLATED, make_tag};
-use crate::memory::slot::{Access, Slot};
+use crate::epoch::Access;
+use crate::memory::slot::Slot;
 use crate::sync::{AtomicU64, Ordering};
 use core::panic::Location;
 use loom::sync::Arc;

@@ -2,7 +2,8 @@
 //! cache lines. A database's buffer pool keeps its page frames here, so that two
 //! epochs touching different parts of one page do not conflict.
 
-use super::slot::{Access, Slot};
+use super::slot::Slot;
+use crate::epoch::Access;
 use super::{forget, read_with, update, write};
 use crate::epoch::{Tag, Versioned};
 use core::fmt;

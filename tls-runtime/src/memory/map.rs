@@ -1,6 +1,7 @@
 //! `SpecMap<K, V>`: a hash map whose entries are tracked key by key.
 
-use super::slot::{Access, Slot};
+use super::slot::Slot;
+use crate::epoch::Access;
 use super::{forget, read_with, update};
 use crate::epoch::{Tag, Versioned};
 use core::fmt;

@@ -19,7 +19,7 @@
 //! a record left behind by a rolled-back attempt can at worst cause one needless
 //! rollback, never a missed one.
 
-use crate::epoch::{Cause, EpochRing, Tag, index_of, serial_of};
+use crate::epoch::{Access, Cause, Tag, serial_of};
 use crate::sync::{Held, RaceCell, RawLock};
 use core::panic::Location;
 use smallvec::SmallVec;
@@ -123,29 +123,6 @@ impl<T> SpecState<T> {
         } else {
             self.meta().more_readers.push(r);
         }
-    }
-}
-
-/// The epoch doing a speculative access, as the slot needs to see it.
-#[derive(Clone, Copy)]
-pub(crate) struct Access<'a> {
-    /// The accessing epoch.
-    pub(crate) tag: Tag,
-    /// Its current sub-thread segment.
-    pub(crate) segment: u32,
-    /// Whether it is the oldest uncommitted epoch: its reads need no record.
-    pub(crate) homefree: bool,
-    /// The loop's epoch ring, to signal violations.
-    pub(crate) ring: &'a EpochRing,
-    /// A lower bound of the loop's commit watermark: records of epochs below it are dead.
-    pub(crate) watermark: u64,
-    /// How many accesses the epoch made before this one (for reports).
-    pub(crate) ordinal: u32,
-}
-
-impl Access<'_> {
-    fn is_live(&self, tag: Tag) -> bool {
-        serial_of(tag) == serial_of(self.tag) && index_of(tag) >= self.watermark
     }
 }
 

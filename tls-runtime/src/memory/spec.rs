@@ -3,7 +3,7 @@
 use super::slot::Slot;
 use super::{forget, read_with, update, write};
 use crate::epoch::{Tag, Versioned};
-use crate::memory::slot::Access;
+use crate::epoch::Access;
 use core::fmt;
 use core::panic::Location;
 use core::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,7 @@
 //! `SpecVec<T>`: a fixed-length vector of speculative elements.
 
-use super::slot::{Access, Slot};
+use super::slot::Slot;
+use crate::epoch::Access;
 use super::{forget, read_with, update, write};
 use crate::epoch::{Tag, Versioned};
 use core::fmt;
