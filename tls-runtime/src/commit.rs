@@ -8,8 +8,12 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
 /// plain-function form of `#[on_commit]`.
 ///
-/// Outside any speculative epoch, or in a homefree one, `f` runs at once. Actions of an
-/// epoch that is rolled back past the call are dropped unrun.
+/// Outside any speculative epoch `f` runs at once. Inside one it runs when the epoch
+/// commits, after the writes the iteration made before the call and before those it
+/// made after, outside speculation (its own accesses to speculative data are plain
+/// ones, and an `on_commit` call inside it runs at once). Actions of an epoch that is
+/// rolled back past the call are dropped unrun. An action that panics ends the loop
+/// there, as the sequential loop would: the iteration's later writes are discarded.
 ///
 /// ```
 /// use std::sync::Mutex;
@@ -27,27 +31,21 @@ fn defer(f: Box<dyn FnOnce() + Send + '_>) {
     match epoch::current() {
         None => f(),
         Some(cx) => {
-            let a = cx.begin_access();
-            if a.homefree && !cx.raising.get() {
-                // Actions the epoch deferred while still speculative come first.
-                let earlier = cx.commits.take();
-                for (_, g) in earlier {
-                    g();
-                }
-                f()
-            } else {
-                // SAFETY: only the lifetime bound is erased. `defer` is reached with a
-                // non-'static closure only through `Accumulator::record`, whose contract
-                // makes the accumulator (and so what the closure borrows) outlive the
-                // loop; the loop runs or drops every action before it returns.
-                let f = unsafe {
-                    core::mem::transmute::<
-                        Box<dyn FnOnce() + Send + '_>,
-                        Box<dyn FnOnce() + Send + 'static>,
-                    >(f)
-                };
-                cx.commits.borrow_mut().push((cx.segment.get(), f));
-            }
+            // An epoch, even homefree, can still roll back until it commits (plain
+            // code or another loop may change what it read): the action waits for
+            // the commit, where it runs after the epoch's earlier writes.
+            let _ = cx.begin_access();
+            // SAFETY: only the lifetime bound is erased. `defer` is reached with a
+            // non-'static closure only through `Accumulator::record`, whose contract
+            // makes the accumulator (and so what the closure borrows) outlive the
+            // loop; the loop runs or drops every action before it returns.
+            let f = unsafe {
+                core::mem::transmute::<
+                    Box<dyn FnOnce() + Send + '_>,
+                    Box<dyn FnOnce() + Send + 'static>,
+                >(f)
+            };
+            cx.defer(f);
         }
     }
 }
@@ -98,7 +96,7 @@ impl<'a, T: Send> Accumulator<'a, T> {
     }
 
     /// Records `op` to be applied to the variable when the current epoch commits (at
-    /// once outside speculation or in a homefree epoch).
+    /// once outside speculation).
     pub fn record(&self, op: impl FnOnce(&mut T) + Send + 'a) {
         let target = SendPtr(self.target);
         let busy = &self.busy;

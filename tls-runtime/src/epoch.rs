@@ -9,7 +9,7 @@
 //! flight. A writer that violates epoch `j` lowers `j`'s `rollback_to` segment; `j` polls
 //! its own slot (its own cache line) at every speculative access and checkpoint.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Held, Mutex, Ordering, lock};
 use core::cell::{Cell, RefCell};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
@@ -191,8 +191,8 @@ pub(crate) struct Access<'a> {
     pub(crate) tag: Tag,
     /// Its current sub-thread segment.
     pub(crate) segment: u32,
-    /// Whether it is the oldest uncommitted epoch: its reads need no record.
-    pub(crate) homefree: bool,
+    /// Its commit-time actions so far (see `EpochCx::generation`).
+    pub(crate) generation: u32,
     /// The loop's epoch ring, to signal violations.
     pub(crate) ring: &'a EpochRing,
     /// A lower bound of the loop's commit watermark: records of epochs below it are dead.
@@ -201,43 +201,75 @@ pub(crate) struct Access<'a> {
     pub(crate) ordinal: u32,
 }
 
-impl Access<'_> {
-    pub(crate) fn is_live(&self, tag: Tag) -> bool {
-        serial_of(tag) == serial_of(self.tag) && index_of(tag) >= self.watermark
-    }
+/// A slot as the write log sees it: whatever its value type, an epoch's logged
+/// versions can be committed and discarded through it.
+pub(crate) trait LoggedSlot {
+    /// Takes the lock for a commit.
+    fn lock(&self) -> Held;
+    /// Takes the lock if it is free.
+    fn try_lock(&self) -> Option<Held>;
+    /// Releases the lock.
+    fn unlock(&self, held: Held);
+    /// Under the lock: applies the version `key` of `a`; the replaced value goes to
+    /// `drops`.
+    ///
+    /// # Safety
+    /// The caller holds the lock (`held`).
+    unsafe fn apply(&self, held: Held, a: &Access<'_>, key: (Tag, u32, u32), drops: &mut Drops);
+    /// Discards `a`'s versions from `from_segment` on (takes the lock itself); the
+    /// discarded values go to `drops`.
+    fn discard(&self, a: &Access<'_>, from_segment: u32, drops: &mut Drops);
 }
 
-/// A location written by an epoch: what commit and rollback must visit.
-pub(crate) trait Versioned {
-    /// Commits epoch `tag`'s newest version of the location `key`.
-    fn commit_key(&self, key: usize, tag: Tag);
-    /// Discards the versions of `a.tag` at `key` written in segments `>= from_segment`.
-    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32);
-}
+/// Values replaced by a commit, dropped once the whole commit is done: dropping one
+/// may drop a container, which must not happen under a lock, nor while a later record
+/// of the same commit still points into it.
+pub(crate) type Drops = Vec<Box<dyn Dropped>>;
 
-/// One entry of an epoch's write log.
+/// Anything, as a boxed value to drop later.
+pub(crate) trait Dropped {}
+impl<T: ?Sized> Dropped for T {}
+
+/// One entry of an epoch's write log: a version the epoch created, named by the slot
+/// and the version's (segment, generation).
 pub(crate) struct WriteRecord {
-    /// The container; it outlives the epoch (see `forget_location` for the exception).
-    pub(crate) target: *const dyn Versioned,
-    pub(crate) key: usize,
+    /// The slot; it outlives the record (see `memory::drop_check`).
+    pub(crate) slot: *const dyn LoggedSlot,
     pub(crate) segment: u32,
+    pub(crate) generation: u32,
 }
 
-// SAFETY: a write record points at a speculative container, which is `Sync` (its slots
-// serialize every access) and outlives the loop that logged it (see `memory::erase`),
-// so the record may be committed or discarded from any thread of that loop.
+// SAFETY: a write record points at a speculative location, which is `Sync` for the
+// record's purposes (its lock serializes every access) and outlives the record: a
+// container dropped while records point into it removes them or keeps its slots
+// alive (see `memory::drop_check`), so the record may be committed or discarded from
+// any thread of the loop.
 unsafe impl Send for WriteRecord {}
 
-/// A deferred action of an epoch (commit-time action or undo), with its segment.
-pub(crate) type Action = (u32, Box<dyn FnOnce() + Send>);
+/// An undo action of an epoch: it runs if the epoch rolls back to `segment` or
+/// earlier, or if a commit-time action registered before it (one of the first
+/// `after_actions`) panics at commit.
+pub(crate) struct Undo {
+    pub(crate) segment: u32,
+    pub(crate) after_actions: usize,
+    pub(crate) run: Box<dyn FnOnce() + Send>,
+}
+
+/// A commit-time action of an epoch: it runs at commit after the epoch's writes that
+/// came before it (the first `writes_before` records of the log) and before the rest.
+pub(crate) struct Deferred {
+    pub(crate) segment: u32,
+    pub(crate) writes_before: usize,
+    pub(crate) run: Box<dyn FnOnce() + Send>,
+}
 
 /// What an epoch has logged, moved out of its context when it finishes so that
 /// whichever thread commits (or re-runs, or squashes) it can move it back in.
 #[derive(Default)]
 pub(crate) struct Logs {
     pub(crate) writes: Vec<WriteRecord>,
-    pub(crate) undo: Vec<Action>,
-    pub(crate) commits: Vec<Action>,
+    pub(crate) undo: Vec<Undo>,
+    pub(crate) commits: Vec<Deferred>,
     pub(crate) held_panic: Option<String>,
 }
 
@@ -252,11 +284,14 @@ pub(crate) struct EpochCx {
     /// A rollback signal is unwinding: accesses made by destructors must not raise again.
     pub(crate) raising: Cell<bool>,
     ordinal: Cell<u32>,
+    /// Commit-time actions registered so far: a write after one creates a new version,
+    /// so that the action sees at commit exactly the writes made before it.
+    generation: Cell<u32>,
     ring: *const EpochRing,
     watermark: *const AtomicU64,
     pub(crate) writes: RefCell<Vec<WriteRecord>>,
-    pub(crate) undo: RefCell<Vec<Action>>,
-    pub(crate) commits: RefCell<Vec<Action>>,
+    pub(crate) undo: RefCell<Vec<Undo>>,
+    pub(crate) commits: RefCell<Vec<Deferred>>,
     /// A panic message held back because the epoch was speculative when it panicked.
     pub(crate) held_panic: RefCell<Option<String>>,
     /// In profile mode: what the epoch reads and writes, and when.
@@ -313,6 +348,7 @@ impl EpochCx {
             watermark_cache: Cell::new(0),
             raising: Cell::new(false),
             ordinal: Cell::new(0),
+            generation: Cell::new(0),
             ring,
             watermark,
             writes: RefCell::new(Vec::new()),
@@ -387,9 +423,7 @@ impl EpochCx {
     /// the epoch runner) and describes the epoch to the location.
     #[inline]
     pub(crate) fn begin_access(&self) -> Access<'_> {
-        if !self.raising.get() && !self.homefree.get() {
-            self.refresh();
-        }
+        self.check_violation();
         let ordinal = self.ordinal.get();
         self.ordinal.set(ordinal.wrapping_add(1));
         self.access()
@@ -401,18 +435,28 @@ impl EpochCx {
         Access {
             tag: self.tag,
             segment: self.segment.get(),
-            homefree: self.homefree.get(),
+            generation: self.generation.get(),
             ring: self.ring(),
             watermark: self.watermark_cache.get(),
             ordinal: self.ordinal.get(),
         }
     }
 
-    /// Unwinds to the epoch runner if a violation is pending (at checkpoints and polls).
+    /// Unwinds to the epoch runner if a violation is pending (at every access,
+    /// checkpoint and poll).
+    ///
+    /// A homefree epoch no longer reads the watermark, but it still looks at its own
+    /// violation word: plain code or another loop may change data it read (see
+    /// `live_loops`), and until its commit it can still roll back.
     #[inline]
     pub(crate) fn check_violation(&self) {
-        if !self.raising.get() && !self.homefree.get() {
+        if self.raising.get() {
+            return;
+        }
+        if !self.homefree.get() {
             self.refresh();
+        } else if self.ring().slot(self.index).pending(Ordering::Relaxed) != NOT_VIOLATED {
+            self.raise(RollbackSignal);
         }
     }
 
@@ -433,13 +477,34 @@ impl EpochCx {
         }
     }
 
-    /// Logs a new version written at `target[key]` in the current segment.
+    /// Logs a new version of `slot` written by the access `a`.
     #[inline]
-    pub(crate) fn log_write(&self, target: *const dyn Versioned, key: usize) {
+    pub(crate) fn log_write(&self, slot: *const dyn LoggedSlot, a: &Access<'_>) {
         self.writes.borrow_mut().push(WriteRecord {
-            target,
-            key,
-            segment: self.segment.get(),
+            slot,
+            segment: a.segment,
+            generation: a.generation,
         });
+    }
+
+    /// Registers `run` to undo something the epoch did (see [`Undo`]).
+    pub(crate) fn register_undo(&self, run: Box<dyn FnOnce() + Send>) {
+        let after_actions = self.commits.borrow().len();
+        self.undo.borrow_mut().push(Undo {
+            segment: self.segment.get(),
+            after_actions,
+            run,
+        });
+    }
+
+    /// Registers `run` to run when the epoch commits, after the writes made so far.
+    pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>) {
+        let writes_before = self.writes.borrow().len();
+        self.commits.borrow_mut().push(Deferred {
+            segment: self.segment.get(),
+            writes_before,
+            run,
+        });
+        self.generation.set(self.generation.get() + 1);
     }
 }

@@ -5,22 +5,86 @@
 //! and written as committed data), serialized with other calls of the same function by
 //! its [`EscapeLock`], and it is *not* rolled back: the epoch registers an undo action
 //! (`on_violation`) that the runtime runs, newest first, if the epoch rolls back to a
-//! segment before the call. A call from a homefree epoch can never be rolled back, so
-//! it registers nothing.
+//! segment before the call. Until it commits, even a homefree epoch can roll back
+//! (plain code or another loop may change what it read), so it registers undo actions
+//! too.
+//!
+//! The lock is re-entrant on its own thread: an escaped function may call itself, or
+//! run a speculative loop whose body calls it. A loop started inside an escaped call
+//! runs in order on the calling thread ([`inside_escape`]): its epochs would otherwise
+//! run on workers that wait for the lock this thread holds.
 
 use crate::epoch::{self, AwaitHomefreeSignal, CurrentGuard};
+use core::cell::Cell;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Serializes the calls of one escaped function (the `#[escape]` macro makes one
-/// `static` per function).
+/// `static` per function). Re-entrant on the thread that holds it.
 #[derive(Debug, Default)]
-pub struct EscapeLock(Mutex<()>);
+pub struct EscapeLock {
+    mutex: Mutex<()>,
+    /// The holding thread's token (see [`thread_token`]), or 0.
+    owner: AtomicUsize,
+}
 
 impl EscapeLock {
     /// A new, unlocked escape lock.
     pub const fn new() -> Self {
-        EscapeLock(Mutex::new(()))
+        EscapeLock {
+            mutex: Mutex::new(()),
+            owner: AtomicUsize::new(0),
+        }
     }
+
+    /// Runs `f` holding the lock (at once if this thread already holds it).
+    fn hold<R>(&self, f: impl FnOnce() -> R) -> R {
+        let me = thread_token();
+        // Only this thread ever stores its own token, so seeing it means we hold the
+        // lock; any other value (another holder, or none) means we do not.
+        if self.owner.load(Ordering::Relaxed) == me {
+            return f();
+        }
+        struct Release<'a>(&'a AtomicUsize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, Ordering::Relaxed);
+            }
+        }
+        let _guard = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
+        self.owner.store(me, Ordering::Relaxed);
+        let _release = Release(&self.owner);
+        f()
+    }
+}
+
+thread_local! {
+    static TOKEN: u8 = const { 0 };
+    static ESCAPES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A number unique to the calling thread while it lives (the address of a
+/// thread-local), never 0.
+fn thread_token() -> usize {
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Whether this thread is inside an escaped call: a loop started here runs in order.
+pub(crate) fn inside_escape() -> bool {
+    ESCAPES.with(Cell::get) > 0
+}
+
+/// Runs `f` counted as inside an escaped call.
+fn escaped<R>(f: impl FnOnce() -> R) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            ESCAPES.with(|c| c.set(c.get() - 1));
+        }
+    }
+    ESCAPES.with(|c| c.set(c.get() + 1));
+    let _leave = Leave;
+    f()
 }
 
 /// Runs `f` non-speculatively, serialized by `lock`: the plain-function form of
@@ -28,7 +92,7 @@ impl EscapeLock {
 ///
 /// Outside any speculative epoch this is just `f()`. Inside one, a violation that is
 /// already pending is raised first (an epoch that read stale data never makes the
-/// call), then `f` runs with speculation suspended.
+/// call), then `f` runs with speculation suspended, holding the lock.
 ///
 /// ```
 /// use tls_runtime::{EscapeLock, escape, on_violation};
@@ -47,9 +111,10 @@ pub fn escape<R>(lock: &EscapeLock, f: impl FnOnce() -> R) -> R {
         None => f(),
         Some(cx) => {
             let _ = cx.begin_access();
-            let _serial = lock.0.lock().unwrap_or_else(|e| e.into_inner());
-            let _suspended = CurrentGuard::set(None);
-            f()
+            lock.hold(|| {
+                let _suspended = CurrentGuard::set(None);
+                escaped(f)
+            })
         }
     }
 }
@@ -65,8 +130,8 @@ pub fn escape_checked<R>(
     f: impl FnOnce() -> R,
 ) -> R {
     if let Some(cx) = epoch::current() {
-        let a = cx.begin_access();
-        if !a.homefree && !args_ok() {
+        let _ = cx.begin_access();
+        if !cx.homefree() && !args_ok() {
             cx.raise(AwaitHomefreeSignal);
         }
     }
@@ -76,15 +141,12 @@ pub fn escape_checked<R>(
 /// Registers `undo` to run if the current epoch is rolled back to before this point:
 /// the plain-function form of `#[on_violation]`.
 ///
-/// Undo actions run newest first, non-speculatively. Outside any speculative epoch, or
-/// in a homefree one, nothing can be rolled back and `undo` is dropped unrun.
+/// Undo actions run newest first, non-speculatively. Outside any speculative loop
+/// nothing can be rolled back and `undo` is dropped unrun; once the epoch commits, its
+/// undo actions are dropped unrun.
 pub fn on_violation(undo: impl FnOnce() + Send + 'static) {
-    if let Some(cx) = epoch::current()
-        && !cx.homefree()
-    {
-        cx.undo
-            .borrow_mut()
-            .push((cx.segment.get(), Box::new(undo)));
+    if let Some(cx) = epoch::current() {
+        cx.register_undo(Box::new(undo));
     }
 }
 

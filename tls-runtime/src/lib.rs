@@ -71,6 +71,7 @@ mod config;
 mod control;
 mod epoch;
 mod escape;
+mod live_loops;
 mod macro_support;
 mod memory;
 mod panic_hook;

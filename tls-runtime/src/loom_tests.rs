@@ -5,8 +5,8 @@
 //! are loom's under this cfg) and checks, over every interleaving, that a later epoch
 //! never keeps a value an earlier epoch made stale.
 
+use crate::epoch::{Access, Drops, LoggedSlot};
 use crate::epoch::{EpochRing, NOT_VIOLATED, make_tag};
-use crate::epoch::Access;
 use crate::memory::slot::Slot;
 use crate::sync::{AtomicU64, Ordering};
 use core::panic::Location;
@@ -18,11 +18,20 @@ fn access(ring: &EpochRing, index: u64, watermark: u64) -> Access<'_> {
     Access {
         tag: make_tag(SERIAL, index),
         segment: 0,
-        homefree: false,
+        generation: 0,
         ring,
         watermark,
         ordinal: 0,
     }
+}
+
+/// Applies `a`'s version of segment 0, as a commit does.
+fn commit(slot: &Slot<u64>, a: &Access<'_>) {
+    let mut drops = Drops::new();
+    let held = LoggedSlot::lock(slot);
+    // SAFETY: we hold the lock.
+    unsafe { LoggedSlot::apply(slot, held, a, (a.tag, 0, 0), &mut drops) };
+    LoggedSlot::unlock(slot, held);
 }
 
 struct World {
@@ -52,7 +61,7 @@ fn loom_read_racing_an_earlier_write_is_never_missed() {
             let w = w.clone();
             loom::thread::spawn(move || {
                 let a = access(&w.ring, 0, 0);
-                w.slot.write_spec(&a, Location::caller(), 42);
+                let _ = w.slot.write_spec(&a, Location::caller(), 42, || ());
             })
         };
         let a = access(&w.ring, 1, 0);
@@ -75,8 +84,8 @@ fn loom_commit_hand_off_publishes_values_and_violations() {
             let w = w.clone();
             loom::thread::spawn(move || {
                 let a = access(&w.ring, 0, 0);
-                w.slot.write_spec(&a, Location::caller(), 7);
-                w.slot.commit(make_tag(SERIAL, 0));
+                let _ = w.slot.write_spec(&a, Location::caller(), 7, || ());
+                commit(&w.slot, &a);
                 w.watermark.store(1, Ordering::Release);
             })
         };
@@ -120,8 +129,8 @@ fn loom_discarded_forwarded_value_violates_its_readers() {
             let w = w.clone();
             loom::thread::spawn(move || {
                 let a = access(&w.ring, 1, 0);
-                w.slot.write_spec(&a, Location::caller(), 99);
-                w.slot.discard(&a, 0);
+                let _ = w.slot.write_spec(&a, Location::caller(), 99, || ());
+                drop(w.slot.discard(&a, 0));
             })
         };
         let a = access(&w.ring, 2, 0);
@@ -132,5 +141,53 @@ fn loom_discarded_forwarded_value_violates_its_readers() {
             seen != 99 || violated,
             "epoch 2 kept a value that never was"
         );
+    });
+}
+
+/// A plain thread increments the location while an epoch of a running loop increments
+/// it and commits, as the committer does: lock, check the violation word, apply; if
+/// violated, discard and do the update again (the re-run). No increment is lost.
+#[test]
+fn loom_plain_update_racing_a_commit_is_never_lost() {
+    loom::model(|| {
+        let live = crate::live_loops::LiveLoop::start();
+        let serial = live.serial();
+        let w = Arc::new({
+            let w = World {
+                ring: EpochRing::new(2),
+                slot: Slot::new(0),
+                watermark: AtomicU64::new(0),
+            };
+            w.ring.slot(0).reset(make_tag(serial, 0));
+            w
+        });
+        live.attach(&w.ring);
+        let plain = {
+            let w = w.clone();
+            loom::thread::spawn(move || {
+                w.slot
+                    .update_committed(None, Location::caller(), |v| *v += 1);
+            })
+        };
+        let mut a = access(&w.ring, 0, 0);
+        a.tag = make_tag(serial, 0);
+        loop {
+            w.slot
+                .update_spec(&a, Location::caller(), |v| *v += 1, || ());
+            let held = LoggedSlot::lock(&w.slot);
+            if w.ring.slot(0).pending(Ordering::Acquire) == NOT_VIOLATED {
+                let mut drops = Drops::new();
+                // SAFETY: we hold the lock.
+                unsafe { LoggedSlot::apply(&w.slot, held, &a, (a.tag, 0, 0), &mut drops) };
+                LoggedSlot::unlock(&w.slot, held);
+                break;
+            }
+            LoggedSlot::unlock(&w.slot, held);
+            let _ = w.ring.slot(0).take_violation();
+            drop(w.slot.discard(&a, 0));
+        }
+        plain.join().unwrap();
+        assert_eq!(w.slot.read_committed(|v| *v), 2, "an increment was lost");
+        drop(live);
     });
 }

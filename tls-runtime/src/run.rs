@@ -129,8 +129,11 @@ impl Loop {
         Sp: Fn(S) -> Step<S, R> + Sync,
     {
         let threads = self.threads.unwrap_or_else(|| env().threads);
-        if crate::epoch::current().is_some() {
+        if crate::epoch::current().is_some() || crate::escape::inside_escape() {
             // Nested inside an epoch: run in order, as part of the enclosing epoch.
+            // Inside an escaped call: in order too, since the escape's lock is held
+            // by this thread and epochs on workers calling the same escaped function
+            // would wait for it.
             return run_in_order(items, &start, &step).0;
         }
         if env().mode == Mode::Profile {

@@ -33,6 +33,8 @@ use crate::epoch::{
     AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, EpochRing, Logs, NOT_VIOLATED,
     RollbackSignal, make_tag,
 };
+use crate::live_loops::LiveLoop;
+use crate::memory::{CommitOutcome, commit_epoch, undo_to};
 use crate::report::ThreadStats;
 use crate::sync::AtomicU64;
 use crate::trace::{self, Kind};
@@ -83,11 +85,12 @@ where
 {
     let window = threads * EPOCHS_PER_THREAD;
     let ring = EpochRing::new(window);
+    let live = LiveLoop::start();
     let done = (0..ring.len())
         .map(|_| CachePadded::new(Mutex::new(None)))
         .collect();
     let shared = Shared {
-        serial: next_serial(),
+        serial: live.serial(),
         workers_wanted: threads - 1,
         chunk,
         site,
@@ -110,23 +113,17 @@ where
         start,
         step,
     };
+    live.attach(&shared.ring);
     {
         let _published = workers::publish(&shared);
         shared.participate(true);
     }
     let stats = core::mem::take(&mut *lock(&shared.stats));
     let ending = lock(&shared.ending).take();
+    // Before the ring goes away; then free what only this loop's logs could reach.
+    drop(live);
+    crate::memory::sweep_graves();
     (ending, stats)
-}
-
-fn next_serial() -> u32 {
-    static SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    loop {
-        let s = SERIAL.fetch_add(1, Ordering::Relaxed);
-        if s != 0 {
-            return s;
-        }
-    }
 }
 
 struct Claim<It> {
@@ -170,6 +167,9 @@ enum End<R> {
     RerunHomefree,
     /// The loop's iterator panicked producing this epoch's item.
     IterPanic(Payload),
+    /// Its commit found it violated (by plain code or another loop): re-run from the
+    /// segment, for the cause.
+    Violated(u32, Option<Cause>),
 }
 
 /// A finished epoch waiting to be committed.
@@ -618,9 +618,20 @@ where
             // than publish it for a commit that would be this thread's next step
             // anyway (no hand-off, no second context).
             cx.set_homefree();
-            {
+            let committed = {
                 let _current = CurrentGuard::set(Some(&cx));
-                self.commit_and_count(&cx, &work, None, ts, votes);
+                self.commit_and_count(&cx, &work, None, ts, votes)
+            };
+            if let Err((target, cause)) = committed {
+                // Plain code or another loop changed what it read: re-run it here.
+                let done = Done {
+                    segment: cx.segment.get(),
+                    logs: cx.take_logs(),
+                    work,
+                    end: End::Violated(target, cause),
+                };
+                drop(cx);
+                self.settle(done, ts, votes);
             }
             self.commit_chain(ts, votes);
             return;
@@ -732,7 +743,8 @@ where
     }
 
     /// Commits the homefree epoch `done`, re-running it first if it was violated after
-    /// it finished (or must re-run an escaped call unchecked).
+    /// it finished (or must re-run an escaped call unchecked), and again for as long as
+    /// its commit finds it violated by plain code or another loop.
     fn settle(&self, done: Done<It::Item, S, R>, ts: &mut ThreadStats, votes: &mut Votes) {
         let Done {
             mut work,
@@ -746,63 +758,89 @@ where
         cx.segment.set(segment);
         cx.set_homefree();
         let _current = CurrentGuard::set(Some(&cx));
-        let (target, cause) = self.ring.slot(index).take_violation();
-        let rerun_from = match end {
-            // Nothing ran that could be re-run (the iterator, or the item's first state,
-            // panicked).
-            End::IterPanic(_) => None,
-            _ if work.snaps.is_empty() => None,
-            End::RerunHomefree => Some(segment),
-            _ if target != NOT_VIOLATED => Some(target),
-            _ => None,
+        let (mut target, mut cause) = match end {
+            End::Violated(t, c) => (t, c),
+            _ => self.ring.slot(index).take_violation(),
         };
-        let t0 = self.stamp();
-        if let Some(target) = rerun_from {
-            // Homefree now: the re-run sees only committed data and cannot be violated.
-            let detail = cause.map(describe);
-            self.roll_back(&cx, &mut work, target, cause, ts);
-            end = loop {
-                match self.attempt(&cx, &mut work) {
-                    Attempt::Finished(control) => break End::Control(control),
-                    Attempt::Panicked(p) => break End::Panic(p),
-                    Attempt::Rollback | Attempt::AwaitHomefree => {
-                        // Only a stale violation record can get here; run again.
-                        let (t, c) = self.ring.slot(index).take_violation();
-                        let t = if t == NOT_VIOLATED {
-                            cx.segment.get()
-                        } else {
-                            t
-                        };
-                        self.roll_back(&cx, &mut work, t, c, ts);
-                    }
-                }
+        loop {
+            let rerun_from = match end {
+                // Nothing ran that could be re-run (the iterator, or the item's first
+                // state, panicked).
+                End::IterPanic(_) => None,
+                _ if work.snaps.is_empty() => None,
+                End::RerunHomefree => Some(segment),
+                _ if target != NOT_VIOLATED => Some(target),
+                _ => None,
             };
-            if let (Some(name), Some(t0)) = (&self.trace, t0) {
-                trace::span(Kind::Rerun, name, index, t0, Instant::now(), detail);
+            if let Some(target) = rerun_from {
+                end = self.rerun(&cx, &mut work, target, cause, ts);
+            }
+            let ending = match end {
+                End::Control(Control::Continue) => None,
+                End::Control(Control::Break) => Some(Ending::Break),
+                End::Control(Control::Return(r)) => Some(Ending::Return(r)),
+                End::Panic(p) => Some(Ending::Panic(p)),
+                End::IterPanic(p) => {
+                    self.end_loop(index, Ending::Panic(p), None);
+                    return;
+                }
+                End::RerunHomefree | End::Violated(..) => unreachable!("re-run above"),
+            };
+            let panicked = matches!(ending, Some(Ending::Panic(_)));
+            match self.commit_and_count(&cx, &work, ending, ts, votes) {
+                Ok(()) => {
+                    if panicked && let Some(msg) = cx.held_panic.borrow_mut().take() {
+                        // A real panic, held back while the epoch was speculative.
+                        eprintln!("{msg}");
+                    }
+                    return;
+                }
+                Err((t, c)) => {
+                    (target, cause) = (t, c);
+                    end = End::Violated(t, c);
+                }
             }
         }
-        let ending = match end {
-            End::Control(Control::Continue) => None,
-            End::Control(Control::Break) => Some(Ending::Break),
-            End::Control(Control::Return(r)) => Some(Ending::Return(r)),
-            End::Panic(p) => {
-                // A real panic, held back while the epoch was speculative.
-                if let Some(msg) = cx.held_panic.borrow_mut().take() {
-                    eprintln!("{msg}");
+    }
+
+    /// Re-runs the homefree epoch from segment `target` until an attempt finishes.
+    fn rerun(
+        &self,
+        cx: &EpochCx,
+        work: &mut Work<It::Item, S>,
+        target: u32,
+        cause: Option<Cause>,
+        ts: &mut ThreadStats,
+    ) -> End<R> {
+        let index = work.index;
+        let t0 = self.stamp();
+        let detail = cause.map(describe);
+        self.roll_back(cx, work, target, cause, ts);
+        let end = loop {
+            match self.attempt(cx, work) {
+                Attempt::Finished(control) => break End::Control(control),
+                Attempt::Panicked(p) => break End::Panic(p),
+                Attempt::Rollback | Attempt::AwaitHomefree => {
+                    // A write from plain code or another loop, a lock given way to,
+                    // or a stale violation record: run again.
+                    let (t, c) = self.ring.slot(index).take_violation();
+                    let t = if t == NOT_VIOLATED {
+                        cx.segment.get()
+                    } else {
+                        t
+                    };
+                    self.roll_back(cx, work, t, c, ts);
                 }
-                Some(Ending::Panic(p))
             }
-            End::IterPanic(p) => {
-                self.end_loop(index, Ending::Panic(p), None);
-                return;
-            }
-            End::RerunHomefree => unreachable!("re-run above"),
         };
-        self.commit_and_count(&cx, &work, ending, ts, votes);
+        if let (Some(name), Some(t0)) = (&self.trace, t0) {
+            trace::span(Kind::Rerun, name, index, t0, Instant::now(), detail);
+        }
+        end
     }
 
     /// Commits the homefree epoch of `work` (its context `cx` current on this thread)
-    /// and counts it for the report and the adaptive policy.
+    /// and counts it for the report and the adaptive policy; fails as `commit` does.
     fn commit_and_count(
         &self,
         cx: &EpochCx,
@@ -810,9 +848,9 @@ where
         ending: Option<Ending<R>>,
         ts: &mut ThreadStats,
         votes: &mut Votes,
-    ) {
+    ) -> Result<(), (u32, Option<Cause>)> {
         let t1 = self.stamp();
-        self.commit(cx, work.index, ending);
+        self.commit(cx, work.index, ending)?;
         if let (Some(name), Some(t1)) = (&self.trace, t1) {
             trace::span(Kind::Commit, name, work.index, t1, Instant::now(), None);
         }
@@ -825,6 +863,7 @@ where
             &self.window,
             ts,
         );
+        Ok(())
     }
 
     /// Rolls the epoch back to the start of segment `target`: runs the undo actions
@@ -899,33 +938,29 @@ where
         self.squash(&cx, &mut work, ts);
     }
 
-    /// Commits a homefree epoch: its versions become committed values (in write order),
-    /// its commit-time actions run in order, its undo actions are dropped. Then the
-    /// next epoch becomes homefree, or, if this one ends the loop, later ones are
-    /// squashed.
-    fn commit(&self, cx: &EpochCx, index: u64, ending: Option<Ending<R>>) {
-        for w in cx.writes.take() {
-            // SAFETY: logged containers outlive the loop (see `memory::erase`).
-            unsafe { &*w.target }.commit_key(w.key, cx.tag);
-        }
+    /// Commits a homefree epoch: its versions become committed values and its
+    /// commit-time actions run, in the order the iteration made them (see
+    /// `memory::commit_epoch`). Then the next epoch becomes homefree, or, if this one
+    /// ends the loop, later ones are squashed. Fails, changing nothing, if plain code
+    /// or another loop changed data the epoch read: it must roll back and run again.
+    fn commit(
+        &self,
+        cx: &EpochCx,
+        index: u64,
+        ending: Option<Ending<R>>,
+    ) -> Result<(), (u32, Option<Cause>)> {
         let mut ending = ending;
-        let actions = cx.commits.take();
-        if !actions.is_empty() {
-            let run = catch_unwind(AssertUnwindSafe(|| {
-                for (_, f) in actions {
-                    f();
-                }
-            }));
-            if let Err(p) = run {
-                // A commit-time action panicked: that is this iteration's real panic.
-                ending = Some(Ending::Panic(p));
-            }
+        match commit_epoch(cx) {
+            CommitOutcome::Committed => {}
+            CommitOutcome::Violated { target, cause } => return Err((target, cause)),
+            // A commit-time action panicked: that is this iteration's real panic.
+            CommitOutcome::ActionPanicked(p) => ending = Some(Ending::Panic(p)),
         }
-        drop(cx.undo.take());
         match ending {
             None => self.watermark.store(index + 1, Ordering::Release),
             Some(e) => self.end_loop(index, e, None),
         }
+        Ok(())
     }
 
     /// Epoch `index` (homefree, committed) ends the loop: record how, stop claiming,
@@ -972,39 +1007,4 @@ fn checkpoint<S: Clone>(cx: &EpochCx, pos: usize, next: &S, snaps: &mut Vec<(usi
     cx.segment.set(seg);
     snaps.truncate(seg as usize);
     snaps.push((pos, next.clone(), Instant::now()));
-}
-
-/// Undoes the epoch's effects from segment `target` on: undo actions (newest first,
-/// non-speculatively), commit-time actions, and written versions.
-fn undo_to(cx: &EpochCx, target: u32) {
-    loop {
-        let undo = {
-            let mut u = cx.undo.borrow_mut();
-            match u.last() {
-                Some((s, _)) if *s >= target => u.pop(),
-                _ => None,
-            }
-        };
-        let Some((_, f)) = undo else { break };
-        let _nonspec = CurrentGuard::set(None);
-        if catch_unwind(AssertUnwindSafe(f)).is_err() {
-            eprintln!("tls-runtime: an undo action panicked; continuing the rollback");
-        }
-    }
-    {
-        let mut commits = cx.commits.borrow_mut();
-        let keep = commits.partition_point(|(s, _)| *s < target);
-        commits.truncate(keep);
-    }
-    let discarded: Vec<_> = {
-        let mut writes = cx.writes.borrow_mut();
-        let keep = writes.partition_point(|w| w.segment < target);
-        writes.split_off(keep)
-    };
-    let a = cx.access();
-    for w in discarded.iter().rev() {
-        // SAFETY: logged containers outlive the loop (see `memory::erase`).
-        unsafe { &*w.target }.discard_key(w.key, &a, target);
-    }
-    cx.segment.set(target);
 }

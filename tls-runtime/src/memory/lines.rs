@@ -2,13 +2,11 @@
 //! cache lines. A database's buffer pool keeps its page frames here, so that two
 //! epochs touching different parts of one page do not conflict.
 
+use super::consume::{consume_slots, drop_slots};
 use super::slot::Slot;
-use crate::epoch::Access;
-use super::{forget, read_with, update, write};
-use crate::epoch::{Tag, Versioned};
+use super::{Header, read_with, update, write};
 use core::fmt;
 use core::panic::Location;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The tracking granularity of [`SpecMemory`], in bytes.
 pub const LINE_SIZE: usize = 64;
@@ -32,7 +30,7 @@ type Line = [u8; LINE_SIZE];
 pub struct SpecMemory {
     lines: Box<[Slot<Line>]>,
     len: usize,
-    written: AtomicBool,
+    header: Header,
 }
 
 impl SpecMemory {
@@ -42,7 +40,7 @@ impl SpecMemory {
         SpecMemory {
             lines: (0..lines).map(|_| Slot::new([0; LINE_SIZE])).collect(),
             len,
-            written: AtomicBool::new(false),
+            header: Header::new(),
         }
     }
 
@@ -78,7 +76,7 @@ impl SpecMemory {
             let a = addr + done;
             let (line, off) = (a / LINE_SIZE, a % LINE_SIZE);
             let n = (LINE_SIZE - off).min(buf.len() - done);
-            read_with(&self.lines[line], loc, |l| {
+            read_with(&self.lines[line], self.header.origin(), loc, |l| {
                 buf[done..done + n].copy_from_slice(&l[off..off + n])
             });
             done += n;
@@ -101,10 +99,10 @@ impl SpecMemory {
             if n == LINE_SIZE {
                 let mut whole = [0; LINE_SIZE];
                 whole.copy_from_slice(&data[done..done + n]);
-                write(slot, self, line, &self.written, loc, whole);
+                write(slot, &self.header, loc, whole);
             } else {
                 let part = &data[done..done + n];
-                update(slot, self, line, &self.written, loc, |l| {
+                update(slot, &self.header, loc, |l| {
                     l[off..off + n].copy_from_slice(part)
                 });
             }
@@ -154,31 +152,22 @@ impl SpecMemory {
         self.write(addr, &v.to_le_bytes())
     }
 
-    /// Consumes the memory, returning its committed bytes.
-    pub fn into_bytes(self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.lines.len() * LINE_SIZE);
-        for l in self.lines.iter() {
-            l.read_committed(|l| out.extend_from_slice(l));
-        }
+    /// Consumes the memory, returning its bytes: the committed ones, or, inside an
+    /// epoch that wrote the memory, the ones that epoch sees.
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        let lines = core::mem::take(&mut self.lines);
+        let mut out: Vec<u8> = consume_slots(lines, self.header.was_written())
+            .into_iter()
+            .flatten()
+            .collect();
         out.truncate(self.len);
         out
     }
 }
 
-impl Versioned for SpecMemory {
-    fn commit_key(&self, key: usize, tag: Tag) {
-        self.lines[key].commit(tag)
-    }
-    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32) {
-        self.lines[key].discard(a, from_segment)
-    }
-}
-
 impl Drop for SpecMemory {
     fn drop(&mut self) {
-        if self.written.load(Ordering::Relaxed) {
-            forget(self, self.lines.iter());
-        }
+        drop_slots(core::mem::take(&mut self.lines), self.header.was_written());
     }
 }
 

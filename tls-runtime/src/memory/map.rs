@@ -1,13 +1,11 @@
 //! `SpecMap<K, V>`: a hash map whose entries are tracked key by key.
 
+use super::consume::{consume_slots, drop_slots, one};
 use super::slot::Slot;
-use crate::epoch::Access;
-use super::{forget, read_with, update};
-use crate::epoch::{Tag, Versioned};
+use super::{Header, read_with, update};
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::panic::Location;
-use core::sync::atomic::{AtomicBool, Ordering};
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -35,7 +33,7 @@ type Shard<K, V> = CachePadded<Mutex<HashMap<K, Box<Slot<Option<V>>>>>>;
 pub struct SpecMap<K, V> {
     shards: Box<[Shard<K, V>]>,
     hasher: RandomState,
-    written: AtomicBool,
+    header: Header,
 }
 
 impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
@@ -46,7 +44,7 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
                 .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
                 .collect(),
             hasher: RandomState::new(),
-            written: AtomicBool::new(false),
+            header: Header::new(),
         }
     }
 
@@ -86,7 +84,7 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     pub fn with<R>(&self, k: &K, f: impl FnOnce(Option<&V>) -> R) -> R {
         let loc = Location::caller();
         match self.slot(k, crate::epoch::current().is_some()) {
-            Some(slot) => read_with(slot, loc, |v| f(v.as_ref())),
+            Some(slot) => read_with(slot, self.header.origin(), loc, |v| f(v.as_ref())),
             None => f(None),
         }
     }
@@ -105,8 +103,7 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     {
         let loc = Location::caller();
         let slot = self.slot(&k, true).expect("created");
-        let key = slot as *const _ as usize;
-        update(slot, self, key, &self.written, loc, |old| old.replace(v))
+        update(slot, &self.header, loc, |old| old.replace(v))
     }
 
     /// Removes `k`, returning its value.
@@ -117,27 +114,30 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     {
         let loc = Location::caller();
         let slot = self.slot(k, crate::epoch::current().is_some())?;
-        let key = slot as *const _ as usize;
-        update(slot, self, key, &self.written, loc, Option::take)
+        update(slot, &self.header, loc, Option::take)
     }
 
-    /// Consumes the map, returning its committed entries.
-    pub fn into_map(self) -> HashMap<K, V> {
-        let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again; each field is moved out once.
-        let shards = unsafe { core::ptr::read(&this.shards) };
+    /// Consumes the map, returning its entries: the committed ones, or, inside an
+    /// epoch that wrote the map, the ones that epoch sees.
+    pub fn into_map(mut self) -> HashMap<K, V> {
+        let written = self.header.was_written();
         let mut out = HashMap::new();
-        for shard in shards.into_vec() {
-            let shard = CachePadded::into_inner(shard)
-                .into_inner()
-                .unwrap_or_else(|e| e.into_inner());
+        for shard in self.take_shards() {
             for (k, slot) in shard {
-                if let Some(v) = slot.into_committed() {
+                if let Some(v) = consume_slots(one(slot), written).pop().flatten() {
                     out.insert(k, v);
                 }
             }
         }
         out
+    }
+
+    /// Empties the shards, returning their entries.
+    fn take_shards(&mut self) -> Vec<HashMap<K, Box<Slot<Option<V>>>>> {
+        self.shards
+            .iter_mut()
+            .map(|s| core::mem::take(s.get_mut().unwrap_or_else(|e| e.into_inner())))
+            .collect()
     }
 }
 
@@ -147,27 +147,14 @@ impl<K: Hash + Eq + Clone, V> Default for SpecMap<K, V> {
     }
 }
 
-impl<K, V> Versioned for SpecMap<K, V> {
-    fn commit_key(&self, key: usize, tag: Tag) {
-        // SAFETY: `key` is the address of a boxed slot of this map (see `insert`), and
-        // slots live as long as the map.
-        unsafe { &*(key as *const Slot<Option<V>>) }.commit(tag)
-    }
-    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32) {
-        // SAFETY: as in `commit_key`.
-        unsafe { &*(key as *const Slot<Option<V>>) }.discard(a, from_segment)
-    }
-}
-
 impl<K, V> Drop for SpecMap<K, V> {
     fn drop(&mut self) {
-        if self.written.load(Ordering::Relaxed) {
-            let shards: Vec<_> = self
-                .shards
-                .iter_mut()
-                .map(|s| core::mem::take(s.get_mut().unwrap_or_else(|e| e.into_inner())))
-                .collect();
-            forget(self, shards.iter().flat_map(|s| s.values().map(|b| &**b)));
+        let written = self.header.was_written();
+        for shard in self.shards.iter_mut() {
+            let shard = core::mem::take(shard.get_mut().unwrap_or_else(|e| e.into_inner()));
+            for (_, slot) in shard {
+                drop_slots(one(slot), written);
+            }
         }
     }
 }

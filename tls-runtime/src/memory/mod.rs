@@ -2,37 +2,85 @@
 //!
 //! Every container is made of [`slot::Slot`]s, one per tracked location: the single
 //! value of a [`Spec`], each element of a [`SpecVec`], each key of a [`SpecMap`], each
-//! 64-byte line of a [`SpecMemory`]. The functions here route an access to the
-//! committed value (outside any epoch: no bookkeeping, and for small values without
-//! drop glue no lock either, see `Slot::read_committed`) or through the
-//! speculative protocol of `slot` (inside an epoch).
+//! 64-byte line of a [`SpecMemory`]. Slots live on the heap, at an address that does
+//! not change while the container lives, because an epoch's write log points at them.
+//! The functions here route an access to the committed value (outside any epoch: no
+//! bookkeeping, and for small values without drop glue no lock either, see
+//! `Slot::read_committed`) or through the speculative protocol of `slot` (inside an
+//! epoch).
+//!
+//! A container created inside an epoch is private to that epoch until the next
+//! checkpoint: no other epoch can reach it yet, except through a write of this epoch
+//! that a later epoch reads, which a direct write then violates. Its accesses go
+//! straight to the committed value, with no version and no record
+//! ([`Origin::private_to`]).
+//!
+//! Containers dropped or consumed while epochs still hold versions of them are the
+//! business of `consume`.
 
 pub(crate) mod slot;
 
+mod consume;
 mod lines;
+mod log;
 mod map;
+pub(crate) mod nesting;
 mod spec;
 mod vec;
 
+pub(crate) use consume::sweep_graves;
 pub use lines::{LINE_SIZE, SpecMemory};
+pub(crate) use log::{CommitOutcome, commit_epoch, undo_to};
 pub use map::SpecMap;
 pub use spec::Spec;
 pub use vec::SpecVec;
 
-use crate::epoch::{self, Versioned};
+use crate::epoch::{self, Access, EpochCx, LoggedSlot, Tag};
 use core::panic::Location;
-use slot::{Slot, WriteEffect};
+use core::sync::atomic::{AtomicBool, Ordering};
+use slot::Slot;
 
-/// Erases the lifetime of a container for an epoch's write log.
+/// Where a container was created: by which epoch attempt, in which segment (`tag` 0:
+/// outside any epoch).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin {
+    tag: Tag,
+    segment: u32,
+}
+
+impl Origin {
+    /// The origin of a container created now, on this thread.
+    #[inline]
+    pub(crate) fn here() -> Self {
+        match epoch::current() {
+            None => Origin { tag: 0, segment: 0 },
+            Some(cx) => Origin {
+                tag: cx.tag,
+                segment: cx.segment.get(),
+            },
+        }
+    }
+
+    /// Whether the container is private to the running epoch `cx`: `cx` created it in
+    /// its current segment. A rollback to or before that segment re-creates it, so
+    /// its changes need no versions; a later segment writes versions as usual (a
+    /// rollback to that segment must undo them).
+    #[inline]
+    fn private_to(self, cx: &EpochCx) -> bool {
+        self.tag == cx.tag && self.segment == cx.segment.get()
+    }
+}
+
+/// Erases the lifetime of a slot for an epoch's write log.
 ///
-/// The log only holds the pointer while the epoch that wrote the container is in
-/// flight: the loop drains every log before it returns, and a container dropped inside
-/// an epoch removes itself from that epoch's log (`forget`).
-pub(crate) fn erase<'a>(c: &'a (dyn Versioned + 'a)) -> *const dyn Versioned {
-    let p: *const (dyn Versioned + 'a) = c;
+/// The log only holds the pointer while the epoch that wrote the slot is in flight: the
+/// loop drains every log before it returns, and a container dropped or consumed while
+/// a log points into it takes care of the record (see `consume`).
+fn erase<'a, T: 'a>(slot: &'a Slot<T>) -> *const dyn LoggedSlot {
+    let p: *const (dyn LoggedSlot + 'a) = slot;
     // SAFETY: only the trait object's lifetime bound changes; the pointer is never
-    // dereferenced after the container is gone (see above).
-    unsafe { core::mem::transmute::<*const (dyn Versioned + 'a), *const dyn Versioned>(p) }
+    // dereferenced after the slot is gone (see above).
+    unsafe { core::mem::transmute::<*const (dyn LoggedSlot + 'a), *const dyn LoggedSlot>(p) }
 }
 
 /// Reads `slot` through `f`, speculatively when an epoch runs on this thread.
@@ -42,106 +90,112 @@ pub(crate) fn erase<'a>(c: &'a (dyn Versioned + 'a)) -> *const dyn Versioned {
 #[inline(always)]
 pub(crate) fn read_with<T, R>(
     slot: &Slot<T>,
+    origin: Origin,
     load: &'static Location<'static>,
     f: impl FnOnce(&T) -> R,
 ) -> R {
     match epoch::current() {
         None => slot.read_committed(f),
-        Some(cx) => read_in_epoch(cx, slot, load, f),
+        Some(cx) => read_in_epoch(cx, slot, origin, load, f),
     }
 }
 
 #[inline(never)]
 fn read_in_epoch<T, R>(
-    cx: &epoch::EpochCx,
+    cx: &EpochCx,
     slot: &Slot<T>,
+    origin: Origin,
     load: &'static Location<'static>,
     f: impl FnOnce(&T) -> R,
 ) -> R {
+    if origin.private_to(cx) {
+        return slot.read_committed(f);
+    }
     let a = cx.begin_access();
     cx.note(slot as *const Slot<T> as usize, false);
     slot.read_spec(&a, load, f)
 }
 
-/// Writes `value` to `slot` (element `key` of `owner`).
-#[inline]
-pub(crate) fn write<T>(
-    slot: &Slot<T>,
-    owner: &dyn Versioned,
-    key: usize,
-    written: &core::sync::atomic::AtomicBool,
-    store: &'static Location<'static>,
-    value: T,
-) {
-    match epoch::current() {
-        None => slot.with_committed(|c| *c = value),
-        Some(cx) => {
-            let a = cx.begin_access();
-            cx.note(slot as *const Slot<T> as usize, true);
-            if slot.write_spec(&a, store, value) == WriteEffect::NewVersion {
-                note_written(written);
-                cx.log_write(erase(owner), key);
-            }
+/// A container's bookkeeping shared by every access: where it was created and whether
+/// an epoch ever wrote a version of it.
+#[derive(Debug)]
+pub(crate) struct Header {
+    origin: Origin,
+    written: AtomicBool,
+}
+
+impl Header {
+    /// The header of a container created now.
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Header {
+            origin: Origin::here(),
+            written: AtomicBool::new(false),
         }
+    }
+
+    #[inline]
+    pub(crate) fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Whether an epoch ever wrote a version of the container (else dropping it needs
+    /// no care).
+    pub(crate) fn was_written(&self) -> bool {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn note_written(&self) {
+        if !self.written.load(Ordering::Relaxed) {
+            self.written.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Logs the new version `slot` got from the access `a` of `cx`.
+    #[inline]
+    fn log<T>(&self, cx: &EpochCx, a: &Access<'_>, slot: &Slot<T>) {
+        self.note_written();
+        cx.log_write(erase(slot), a);
     }
 }
 
-/// Applies `f` to `slot`'s value (element `key` of `owner`): a read and a write.
+/// Writes `value` to `slot`, a location of the container with header `h`.
+#[inline]
+pub(crate) fn write<T>(slot: &Slot<T>, h: &Header, store: &'static Location<'static>, value: T) {
+    let old = match epoch::current() {
+        None => Some(slot.write_committed(None, store, value)),
+        Some(cx) if h.origin.private_to(cx) => {
+            Some(slot.write_committed(Some(&cx.access()), store, value))
+        }
+        Some(cx) => {
+            let a = cx.begin_access();
+            cx.note(slot as *const Slot<T> as usize, true);
+            slot.write_spec(&a, store, value, || h.log(cx, &a, slot))
+        }
+    };
+    // Dropped here, with no lock held: it may own speculative containers.
+    drop(old);
+}
+
+/// Applies `f` to `slot`'s value (a location of the container with header `h`): a
+/// read and a write, as one atomic access.
 #[inline]
 pub(crate) fn update<T: Clone, R>(
     slot: &Slot<T>,
-    owner: &dyn Versioned,
-    key: usize,
-    written: &core::sync::atomic::AtomicBool,
+    h: &Header,
     site: &'static Location<'static>,
     f: impl FnOnce(&mut T) -> R,
 ) -> R {
     match epoch::current() {
-        None => slot.with_committed(f),
+        None => slot.update_committed(None, site, f),
+        Some(cx) if h.origin.private_to(cx) => slot.update_committed(Some(&cx.access()), site, f),
         Some(cx) => {
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;
             cx.note(addr, false);
             cx.note(addr, true);
-            let (r, effect) = slot.update_spec(&a, site, f);
-            if effect == WriteEffect::NewVersion {
-                note_written(written);
-                cx.log_write(erase(owner), key);
-            }
-            r
-        }
-    }
-}
-
-#[inline]
-fn note_written(written: &core::sync::atomic::AtomicBool) {
-    if !written.load(core::sync::atomic::Ordering::Relaxed) {
-        written.store(true, core::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Called when a container that was ever written speculatively is dropped: removes it
-/// from the current epoch's write log, and aborts if another epoch still holds an
-/// uncommitted version of it (its log would point at freed memory).
-pub(crate) fn forget<'a, T: 'a>(
-    owner: &'a (dyn Versioned + 'a),
-    slots: impl Iterator<Item = &'a Slot<T>>,
-) {
-    let target = erase(owner) as *const ();
-    let current = epoch::current();
-    if let Some(cx) = current {
-        cx.writes
-            .borrow_mut()
-            .retain(|w| w.target as *const () != target);
-    }
-    let me = current.map(|cx| cx.tag);
-    for slot in slots {
-        if slot.has_versions_except(me) {
-            eprintln!(
-                "tls-runtime: a speculative container was dropped while another epoch \
-                 still had uncommitted writes to it; aborting to stay memory safe"
-            );
-            std::process::abort();
+            slot.update_spec(&a, site, f, || h.log(cx, &a, slot))
         }
     }
 }

@@ -1,12 +1,10 @@
 //! `Spec<T>`: one speculative cell.
 
+use super::consume::{consume_slots, drop_slots, one};
 use super::slot::Slot;
-use super::{forget, read_with, update, write};
-use crate::epoch::{Tag, Versioned};
-use crate::epoch::Access;
+use super::{Header, read_with, update, write};
 use core::fmt;
 use core::panic::Location;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 /// A speculative cell: a value that epochs of a speculative loop may read and write.
 ///
@@ -29,16 +27,18 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// assert_eq!(total.into_inner(), 5050);
 /// ```
 pub struct Spec<T> {
-    slot: Slot<T>,
-    written: AtomicBool,
+    /// Boxed: epochs' write logs point at it, so it must not move with the `Spec`.
+    /// Dropped by hand (see `Drop`).
+    slot: core::mem::ManuallyDrop<Box<Slot<T>>>,
+    header: Header,
 }
 
 impl<T> Spec<T> {
     /// A cell holding `value`.
     pub fn new(value: T) -> Self {
         Spec {
-            slot: Slot::new(value),
-            written: AtomicBool::new(false),
+            slot: core::mem::ManuallyDrop::new(Box::new(Slot::new(value))),
+            header: Header::new(),
         }
     }
 
@@ -49,28 +49,26 @@ impl<T> Spec<T> {
     where
         T: Clone,
     {
-        read_with(&self.slot, Location::caller(), T::clone)
+        read_with(
+            &self.slot,
+            self.header.origin(),
+            Location::caller(),
+            T::clone,
+        )
     }
 
     /// Reads the value through `f` without cloning it.
     #[track_caller]
     #[inline]
     pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        read_with(&self.slot, Location::caller(), f)
+        read_with(&self.slot, self.header.origin(), Location::caller(), f)
     }
 
     /// Replaces the value.
     #[track_caller]
     #[inline]
     pub fn set(&self, value: T) {
-        write(
-            &self.slot,
-            self,
-            0,
-            &self.written,
-            Location::caller(),
-            value,
-        )
+        write(&self.slot, &self.header, Location::caller(), value)
     }
 
     /// Reads and modifies the value in place; returns what `f` returns.
@@ -80,32 +78,27 @@ impl<T> Spec<T> {
     where
         T: Clone,
     {
-        update(&self.slot, self, 0, &self.written, Location::caller(), f)
+        update(&self.slot, &self.header, Location::caller(), f)
     }
 
-    /// Consumes the cell, returning its committed value.
+    /// Consumes the cell, returning its value: the committed one, or, inside an epoch
+    /// that wrote the cell, the one that epoch sees.
     pub fn into_inner(self) -> T {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again; we move the slot out once.
-        let slot = unsafe { core::ptr::read(&this.slot) };
-        slot.into_committed()
-    }
-}
-
-impl<T> Versioned for Spec<T> {
-    fn commit_key(&self, _key: usize, tag: Tag) {
-        self.slot.commit(tag)
-    }
-    fn discard_key(&self, _key: usize, a: &Access<'_>, from_segment: u32) {
-        self.slot.discard(a, from_segment)
+        let slot = core::mem::ManuallyDrop::into_inner(unsafe { core::ptr::read(&this.slot) });
+        let written = this.header.was_written();
+        consume_slots(one(slot), written)
+            .pop()
+            .expect("one slot, one value")
     }
 }
 
 impl<T> Drop for Spec<T> {
     fn drop(&mut self) {
-        if self.written.load(Ordering::Relaxed) {
-            forget(self, core::iter::once(&self.slot));
-        }
+        // SAFETY: the slot is taken once, here, and `self` is not used afterwards.
+        let slot = unsafe { core::mem::ManuallyDrop::take(&mut self.slot) };
+        drop_slots(one(slot), self.header.was_written());
     }
 }
 

@@ -1,12 +1,10 @@
 //! `SpecVec<T>`: a fixed-length vector of speculative elements.
 
+use super::consume::{consume_slots, drop_slots};
 use super::slot::Slot;
-use crate::epoch::Access;
-use super::{forget, read_with, update, write};
-use crate::epoch::{Tag, Versioned};
+use super::{Header, read_with, update, write};
 use core::fmt;
 use core::panic::Location;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 /// A fixed-length vector whose elements are tracked one by one: epochs that touch
 /// different elements never conflict.
@@ -19,7 +17,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// ```
 pub struct SpecVec<T> {
     slots: Box<[Slot<T>]>,
-    written: AtomicBool,
+    header: Header,
 }
 
 impl<T> SpecVec<T> {
@@ -54,7 +52,12 @@ impl<T> SpecVec<T> {
     where
         T: Clone,
     {
-        read_with(self.slot(i), Location::caller(), T::clone)
+        read_with(
+            self.slot(i),
+            self.header.origin(),
+            Location::caller(),
+            T::clone,
+        )
     }
 
     /// Reads element `i` through `f` without cloning it.
@@ -63,7 +66,7 @@ impl<T> SpecVec<T> {
     #[track_caller]
     #[inline]
     pub fn with<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
-        read_with(self.slot(i), Location::caller(), f)
+        read_with(self.slot(i), self.header.origin(), Location::caller(), f)
     }
 
     /// Replaces element `i`.
@@ -72,14 +75,7 @@ impl<T> SpecVec<T> {
     #[track_caller]
     #[inline]
     pub fn set(&self, i: usize, value: T) {
-        write(
-            self.slot(i),
-            self,
-            i,
-            &self.written,
-            Location::caller(),
-            value,
-        )
+        write(self.slot(i), &self.header, Location::caller(), value)
     }
 
     /// Reads and modifies element `i` in place; returns what `f` returns.
@@ -91,19 +87,14 @@ impl<T> SpecVec<T> {
     where
         T: Clone,
     {
-        update(self.slot(i), self, i, &self.written, Location::caller(), f)
+        update(self.slot(i), &self.header, Location::caller(), f)
     }
 
-    /// Consumes the vector, returning the committed elements.
-    pub fn into_vec(self) -> Vec<T> {
-        let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again; we move the slots out once.
-        let slots = unsafe { core::ptr::read(&this.slots) };
-        slots
-            .into_vec()
-            .into_iter()
-            .map(Slot::into_committed)
-            .collect()
+    /// Consumes the vector, returning its elements: the committed ones, or, inside an
+    /// epoch that wrote the vector, the ones that epoch sees.
+    pub fn into_vec(mut self) -> Vec<T> {
+        let slots = core::mem::take(&mut self.slots);
+        consume_slots(slots, self.header.was_written())
     }
 }
 
@@ -111,7 +102,7 @@ impl<T> From<Vec<T>> for SpecVec<T> {
     fn from(v: Vec<T>) -> Self {
         SpecVec {
             slots: v.into_iter().map(Slot::new).collect(),
-            written: AtomicBool::new(false),
+            header: Header::new(),
         }
     }
 }
@@ -122,20 +113,9 @@ impl<T> FromIterator<T> for SpecVec<T> {
     }
 }
 
-impl<T> Versioned for SpecVec<T> {
-    fn commit_key(&self, key: usize, tag: Tag) {
-        self.slots[key].commit(tag)
-    }
-    fn discard_key(&self, key: usize, a: &Access<'_>, from_segment: u32) {
-        self.slots[key].discard(a, from_segment)
-    }
-}
-
 impl<T> Drop for SpecVec<T> {
     fn drop(&mut self) {
-        if self.written.load(Ordering::Relaxed) {
-            forget(self, self.slots.iter());
-        }
+        drop_slots(core::mem::take(&mut self.slots), self.header.was_written());
     }
 }
 

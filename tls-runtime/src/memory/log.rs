@@ -1,0 +1,229 @@
+//! An epoch's logs at the end of its life: commit applies them, rollback undoes them.
+//!
+//! **Commit.** The epoch is homefree, so no epoch of its loop can violate it any more,
+//! but plain code and other loops still can (see `live_loops`). The committer takes
+//! the locks of every slot it wrote, in address order, and only then checks that the
+//! epoch was not violated: a write from elsewhere to one of those slots either came
+//! before (and the check sees its violation) or waits until the commit is done. That is
+//! what keeps an update from being lost between loops. Reads the epoch made of slots
+//! it did not write are validated up to that check: a change after it orders after the
+//! epoch, as it would for plain code.
+//!
+//! The writes are then applied in the order they were made, and each commit-time
+//! action runs between the writes that came before it and those that came after
+//! (versions are split at each action, see `EpochCx::generation`), so an action sees
+//! what the sequential program had at that point. An action that panics ends the
+//! iteration there: the writes after it are discarded and the undo actions registered
+//! after it run, as the sequential loop would never have made them.
+//!
+//! The committer never waits for a busy lock while holding another: a busy one makes
+//! it release all and start over, so it cannot deadlock with code that holds one slot
+//! and waits for another (nested accesses in a closure). No user code runs while it
+//! holds locks; replaced values are dropped at the very end.
+//!
+//! **Rollback** to segment `s`: the undo actions registered from `s` on run, newest
+//! first; the commit-time actions from `s` on are dropped; the versions written from
+//! `s` on are discarded (violating the epochs that read them). Discarded values are
+//! dropped at the end, once no record of the rollback points into them.
+
+use crate::epoch::{
+    Access, Cause, CurrentGuard, Deferred, Drops, EpochCx, LoggedSlot, NOT_VIOLATED, WriteRecord,
+};
+use crate::sync::Held;
+use smallvec::SmallVec;
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// How a commit went.
+pub(crate) enum CommitOutcome {
+    /// The epoch's effects are in place.
+    Committed,
+    /// Plain code or another loop changed data the epoch read: it rolls back to
+    /// `target` and runs again.
+    Violated { target: u32, cause: Option<Cause> },
+    /// A commit-time action panicked: the iteration ends with that panic, its writes
+    /// after the action discarded.
+    ActionPanicked(Box<dyn Any + Send>),
+}
+
+type SlotPtr = *const dyn LoggedSlot;
+
+fn addr(p: SlotPtr) -> usize {
+    p.cast::<()>() as usize
+}
+
+/// Commits the epoch of `cx` (homefree, current on this thread): see the module docs.
+/// On success its logs are empty.
+pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
+    let a = cx.access();
+    let mut drops = Drops::new();
+    let writes = cx.writes.take();
+    let first = cx
+        .commits
+        .borrow()
+        .first()
+        .map_or(writes.len(), |d| d.writes_before);
+    if let Err((target, cause)) = apply_validated(cx, &a, &writes, &writes[..first], &mut drops) {
+        *cx.writes.borrow_mut() = writes;
+        return CommitOutcome::Violated { target, cause };
+    }
+    let actions = cx.commits.take();
+    let mut done = first;
+    let mut outcome = CommitOutcome::Committed;
+    for (k, d) in actions.into_iter().enumerate() {
+        let Deferred {
+            writes_before, run, ..
+        } = d;
+        // The writes made before this action (after the previous one).
+        let upto = writes_before.max(done);
+        for w in &writes[done..upto] {
+            apply_one(&a, w, &mut drops);
+        }
+        done = upto;
+        let ran = {
+            let _plain = CurrentGuard::set(None);
+            catch_unwind(AssertUnwindSafe(run))
+        };
+        if let Err(p) = ran {
+            // The iteration ends here: nothing it did after the action happened.
+            for w in writes[done..].iter().rev() {
+                // SAFETY: logged slots outlive the records (see `memory::erase`).
+                unsafe { &*w.slot }.discard(&a, 0, &mut drops);
+            }
+            done = writes.len();
+            run_undo(cx, |u| u.after_actions > k);
+            outcome = CommitOutcome::ActionPanicked(p);
+            break;
+        }
+    }
+    for w in &writes[done..] {
+        apply_one(&a, w, &mut drops);
+    }
+    drop(cx.undo.take());
+    drop(writes);
+    drop(drops);
+    outcome
+}
+
+/// Locks every slot of `all` in address order, checks the epoch's violation word, and
+/// applies `now`; releases the locks. Fails, applying nothing, if the epoch was
+/// violated.
+fn apply_validated(
+    cx: &EpochCx,
+    a: &Access<'_>,
+    all: &[WriteRecord],
+    now: &[WriteRecord],
+    drops: &mut Drops,
+) -> Result<(), (u32, Option<Cause>)> {
+    let mut order: SmallVec<[SlotPtr; 16]> = all.iter().map(|w| w.slot).collect();
+    order.sort_unstable_by_key(|&p| addr(p));
+    order.dedup_by_key(|p| addr(*p));
+    let held = lock_all(&order);
+    let violation = cx
+        .ring()
+        .slot(cx.index)
+        .pending(crate::sync::Ordering::Acquire);
+    if violation != NOT_VIOLATED {
+        unlock_all(&order, &held);
+        let (target, cause) = cx.ring().slot(cx.index).take_violation();
+        return Err((target, cause));
+    }
+    for w in now {
+        let i = order
+            .binary_search_by_key(&addr(w.slot), |&p| addr(p))
+            .expect("every logged slot is locked");
+        // SAFETY: we hold the slot's lock (`held[i]`); logged slots outlive the records.
+        unsafe { (*w.slot).apply(held[i], a, (a.tag, w.segment, w.generation), drops) };
+    }
+    unlock_all(&order, &held);
+    Ok(())
+}
+
+/// Takes the locks of `order` (sorted by address), never waiting for one while
+/// holding another.
+fn lock_all(order: &[SlotPtr]) -> SmallVec<[Held; 16]> {
+    let mut held: SmallVec<[Held; 16]> = SmallVec::with_capacity(order.len());
+    let mut spins = 0u32;
+    'retry: loop {
+        held.clear();
+        for (k, &s) in order.iter().enumerate() {
+            // SAFETY: logged slots outlive the records (see `memory::erase`).
+            let s = unsafe { &*s };
+            let h = if k == 0 {
+                s.lock()
+            } else {
+                match s.try_lock() {
+                    Some(h) => h,
+                    None => {
+                        unlock_all(&order[..k], &held);
+                        crate::workers::backoff(&mut spins);
+                        continue 'retry;
+                    }
+                }
+            };
+            held.push(h);
+        }
+        return held;
+    }
+}
+
+fn unlock_all(order: &[SlotPtr], held: &[Held]) {
+    for (&s, &h) in order.iter().zip(held).rev() {
+        // SAFETY: logged slots outlive the records; `h` is the hold we took.
+        unsafe { &*s }.unlock(h);
+    }
+}
+
+/// Applies one record, taking and releasing its slot's lock (writes after the first
+/// commit-time action: the epoch is already known to be valid).
+fn apply_one(a: &Access<'_>, w: &WriteRecord, drops: &mut Drops) {
+    // SAFETY: logged slots outlive the records (see `memory::erase`).
+    let s = unsafe { &*w.slot };
+    let h = s.lock();
+    // SAFETY: we hold the lock.
+    unsafe { s.apply(h, a, (a.tag, w.segment, w.generation), drops) };
+    s.unlock(h);
+}
+
+/// Runs, newest first and outside speculation, the undo actions for which `which`
+/// holds, removing them.
+fn run_undo(cx: &EpochCx, which: impl Fn(&crate::epoch::Undo) -> bool) {
+    loop {
+        let undo = {
+            let mut u = cx.undo.borrow_mut();
+            match u.last() {
+                Some(last) if which(last) => u.pop(),
+                _ => None,
+            }
+        };
+        let Some(u) = undo else { break };
+        let _plain = CurrentGuard::set(None);
+        if catch_unwind(AssertUnwindSafe(u.run)).is_err() {
+            eprintln!("tls-runtime: an undo action panicked; continuing the rollback");
+        }
+    }
+}
+
+/// Rolls the epoch of `cx` back to the start of segment `target`: see the module docs.
+pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
+    run_undo(cx, |u| u.segment >= target);
+    {
+        let mut commits = cx.commits.borrow_mut();
+        let keep = commits.partition_point(|d| d.segment < target);
+        commits.truncate(keep);
+    }
+    let discarded: Vec<_> = {
+        let mut writes = cx.writes.borrow_mut();
+        let keep = writes.partition_point(|w| w.segment < target);
+        writes.split_off(keep)
+    };
+    let a = cx.access();
+    let mut drops = Drops::new();
+    for w in discarded.iter().rev() {
+        // SAFETY: logged slots outlive the records (see `memory::erase`).
+        unsafe { &*w.slot }.discard(&a, target, &mut drops);
+    }
+    cx.segment.set(target);
+    drop(discarded);
+    drop(drops);
+}
