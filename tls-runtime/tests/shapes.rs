@@ -1,0 +1,390 @@
+//! Shapes of ordinary safe Rust that users write around speculative data, each run
+//! many times at 2, 4 and 8 threads and compared with the sequential result: containers
+//! made and consumed inside an epoch, containers inside containers, loops running at
+//! the same time on shared data, nested accesses, escapes that run loops, panics in
+//! closures and commit-time actions.
+//!
+//! Every case is deterministic in its expected answer; only the schedule varies.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tls_runtime::{
+    Control, EscapeLock, Loop, LoopOutcome, Spec, SpecMap, SpecVec, Step, escape, on_commit,
+};
+
+const THREADS: [usize; 3] = [2, 4, 8];
+const ROUNDS: usize = 12;
+
+/// About `n` hundred nanoseconds of work, so that epochs overlap.
+fn spin(n: u64) -> u64 {
+    let mut x = n;
+    for i in 0..n * 40 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+fn each_schedule(mut case: impl FnMut(usize)) {
+    for threads in THREADS {
+        for _ in 0..ROUNDS {
+            case(threads);
+        }
+    }
+}
+
+/// A helper that builds a container, fills it with its own loop and consumes it.
+fn squares_upto(n: u64) -> Vec<u64> {
+    let v = SpecVec::from(vec![0u64; n as usize]);
+    tls_runtime::for_each(0..n as usize, |k| v.set(k, (k * k) as u64));
+    v.into_vec()
+}
+
+#[test]
+fn containers_made_and_consumed_inside_an_epoch() {
+    each_schedule(|threads| {
+        let out = SpecVec::from(vec![0u64; 200]);
+        let sums = SpecVec::from(vec![0u64; 200]);
+        let chain = Spec::new(0u64);
+        Loop::new().threads(threads).run(0..200usize, |i| {
+            spin(i as u64 % 5);
+            let c = Spec::new(1u64);
+            c.set(2);
+            c.update(|x| *x += i as u64);
+            out.set(i, c.into_inner());
+            sums.set(i, squares_upto(i as u64 % 7).iter().sum());
+            // A dependence, so that epochs roll back around the local containers.
+            if i % 3 == 0 {
+                chain.update(|x| *x += 1);
+            }
+            let dropped = SpecVec::from(vec![1u8; 4]);
+            dropped.set(0, 9);
+            drop(dropped);
+            let forgotten = Spec::new(String::from("kept"));
+            forgotten.set(String::from("gone"));
+            core::mem::forget(forgotten);
+            Control::<()>::Continue
+        });
+        let want: Vec<u64> = (0..200).map(|i| 2 + i).collect();
+        assert_eq!(out.into_vec(), want, "{threads} threads");
+        let want: Vec<u64> = (0..200u64)
+            .map(|i| (0..i % 7).map(|k| k * k).sum())
+            .collect();
+        assert_eq!(sums.into_vec(), want);
+        assert_eq!(chain.into_inner(), 67);
+    });
+}
+
+#[test]
+fn a_local_container_carried_across_a_checkpoint_is_rolled_back_with_it() {
+    each_schedule(|threads| {
+        let shared = Spec::new(0u64);
+        let out = SpecVec::from(vec![0u64; 100]);
+        Loop::new().threads(threads).run_segments(
+            0..100usize,
+            |i| (i, None::<Arc<Spec<u64>>>),
+            |(i, local)| match local {
+                None => {
+                    let c = Arc::new(Spec::new(10u64));
+                    c.set(11);
+                    Step::Checkpoint((i, Some(c)))
+                }
+                Some(c) => {
+                    // Written in a later segment: a rollback to the checkpoint must
+                    // undo this, or the re-run adds twice.
+                    c.update(|x| *x += 1);
+                    let s = shared.get();
+                    shared.set(s + 1);
+                    out.set(i, c.get() + s);
+                    Step::Done(Control::<()>::Continue)
+                }
+            },
+        );
+        let want: Vec<u64> = (0..100).map(|i| 12 + i).collect();
+        assert_eq!(out.into_vec(), want, "{threads} threads");
+        assert_eq!(shared.into_inner(), 100);
+    });
+}
+
+type Node = Arc<Spec<u64>>;
+
+#[test]
+fn nodes_created_in_epochs_and_linked_into_a_vector() {
+    each_schedule(|threads| {
+        let n = 150;
+        let nodes: SpecVec<Option<Node>> = SpecVec::from(vec![None; n]);
+        Loop::new().threads(threads).run(0..n, |i| {
+            spin(i as u64 % 4);
+            let node = Arc::new(Spec::new(i as u64));
+            node.update(|x| *x *= 2);
+            // Read the previous node (a dependence on the epoch before) and write it.
+            if i > 0
+                && let Some(prev) = nodes.get(i - 1)
+            {
+                let p = prev.get();
+                node.update(|x| *x += p % 1000);
+                prev.update(|x| *x += 1);
+            }
+            nodes.set(i, Some(node));
+            // Every tenth epoch unlinks the node two back, which later epochs wrote.
+            if i % 10 == 9 {
+                nodes.set(i - 2, None);
+            }
+            Control::<()>::Continue
+        });
+        let mut want: Vec<Option<u64>> = vec![None; n];
+        for i in 0..n {
+            let mut v = 2 * i as u64;
+            if i > 0
+                && let Some(p) = want[i - 1].as_mut()
+            {
+                v += *p % 1000;
+                *p += 1;
+            }
+            want[i] = Some(v);
+            if i % 10 == 9 {
+                want[i - 2] = None;
+            }
+        }
+        let got: Vec<Option<u64>> = nodes
+            .into_vec()
+            .into_iter()
+            .map(|o| o.map(|node| node.get()))
+            .collect();
+        assert_eq!(got, want, "{threads} threads");
+    });
+}
+
+#[test]
+fn two_loops_at_once_lose_no_update() {
+    for threads in THREADS {
+        for _ in 0..4 {
+            let total = Spec::new(0u64);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        Loop::new().threads(threads).run(0..1500u32, |_| {
+                            total.update(|t| *t += 1);
+                            Control::<()>::Continue
+                        });
+                    });
+                }
+            });
+            assert_eq!(total.into_inner(), 3000, "{threads} threads");
+        }
+    }
+}
+
+#[test]
+fn a_plain_thread_and_a_loop_lose_no_update() {
+    for threads in THREADS {
+        for _ in 0..4 {
+            let total = Spec::new(0u64);
+            let map = SpecMap::new();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for k in 0..1500u64 {
+                        total.update(|t| *t += 1);
+                        map.insert(k % 3, k);
+                    }
+                });
+                Loop::new().threads(threads).run(0..1500u64, |k| {
+                    spin(k % 3);
+                    total.update(|t| *t += 1);
+                    Control::<()>::Continue
+                });
+            });
+            assert_eq!(total.into_inner(), 3000, "{threads} threads");
+        }
+    }
+}
+
+#[test]
+fn nested_accesses_in_update_closures() {
+    each_schedule(|threads| {
+        let v = SpecVec::from(vec![1u64, 1]);
+        let other = Spec::new(3u64);
+        Loop::new().threads(threads).run(0..300usize, |i| {
+            let (a, b) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            v.update(a, |x| *x = (*x + v.get(b)) % 1_000_003);
+            other.update(|o| *o = (*o + v.with(a, |x| *x)) % 1_000_003);
+            Control::<()>::Continue
+        });
+        let (mut w, mut o) = ([1u64, 1], 3u64);
+        for i in 0..300 {
+            let (a, b) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            w[a] = (w[a] + w[b]) % 1_000_003;
+            o = (o + w[a]) % 1_000_003;
+        }
+        assert_eq!(v.into_vec(), w, "{threads} threads");
+        assert_eq!(other.into_inner(), o);
+    });
+}
+
+#[test]
+fn an_access_to_a_location_inside_its_own_closure_panics_clearly() {
+    for threads in [1, 2] {
+        let v = SpecVec::from(vec![1u64; 4]);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new().threads(threads).run(0..4usize, |i| {
+                v.update(i, |x| *x += v.get(i));
+                Control::<()>::Continue
+            })
+        }));
+        let msg = r.expect_err("must panic");
+        let msg = msg
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| msg.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(msg.contains("inside its own"), "{threads} threads: {msg}");
+    }
+    // Outside any loop too.
+    let s = Spec::new(1u64);
+    assert!(catch_unwind(AssertUnwindSafe(|| s.update(|x| *x += s.get()))).is_err());
+}
+
+static COUNTED: EscapeLock = EscapeLock::new();
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// An escaped function that runs a speculative loop calling itself.
+fn count(depth: u32) -> usize {
+    escape(&COUNTED, || {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        if depth == 0 {
+            return 1;
+        }
+        let total = Spec::new(0usize);
+        tls_runtime::for_each(0..3u32, |_| {
+            let n = count(depth - 1);
+            total.update(|t| *t += n);
+        });
+        total.into_inner()
+    })
+}
+
+#[test]
+fn an_escaped_function_that_runs_a_loop_calling_itself() {
+    for threads in THREADS {
+        let got = Loop::new().threads(threads).run(0..4u32, |_| {
+            let n = count(2);
+            if n == 9 {
+                Control::Continue
+            } else {
+                Control::Return(n)
+            }
+        });
+        assert_eq!(got, LoopOutcome::Completed, "{threads} threads");
+    }
+}
+
+#[test]
+fn a_panicking_update_closure_keeps_its_change() {
+    each_schedule(|threads| {
+        let v = SpecVec::from(vec![0u64; 64]);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new().threads(threads).run(0..64usize, |i| {
+                spin(i as u64 % 3);
+                v.update(i, |x| {
+                    *x = 7;
+                    if i == 40 {
+                        panic!("iteration 40");
+                    }
+                });
+                Control::<()>::Continue
+            })
+        }));
+        assert!(r.is_err());
+        let want: Vec<u64> = (0..64).map(|i| if i <= 40 { 7 } else { 0 }).collect();
+        assert_eq!(v.into_vec(), want, "{threads} threads");
+    });
+}
+
+#[test]
+fn a_panicking_commit_action_ends_the_iteration_there() {
+    each_schedule(|threads| {
+        let v = SpecVec::from(vec![0u64; 64]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new().threads(threads).run(0..64usize, |i| {
+                spin(i as u64 % 3);
+                v.set(i, 1);
+                let seen = seen.clone();
+                on_commit(move || {
+                    seen.lock().unwrap().push(i);
+                    if i == 30 {
+                        panic!("commit action of 30");
+                    }
+                });
+                // After the action: never happens for iteration 30.
+                v.set(i, 2);
+                Control::<()>::Continue
+            })
+        }));
+        assert!(r.is_err());
+        let want: Vec<u64> = (0..64)
+            .map(|i| match i {
+                0..30 => 2,
+                30 => 1,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(v.into_vec(), want, "{threads} threads");
+        assert_eq!(*seen.lock().unwrap(), (0..=30).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn a_commit_action_sees_the_state_at_its_call() {
+    each_schedule(|threads| {
+        let cell = Arc::new(Spec::new(0u64));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        Loop::new().threads(threads).run(0..50u64, |i| {
+            cell.set(i * 10);
+            let (c, s) = (cell.clone(), seen.clone());
+            on_commit(move || s.lock().unwrap().push(c.get()));
+            cell.set(i * 10 + 1);
+            Control::<()>::Continue
+        });
+        let want: Vec<u64> = (0..50).map(|i| i * 10).collect();
+        assert_eq!(*seen.lock().unwrap(), want, "{threads} threads");
+        assert_eq!(cell.get(), 491);
+    });
+}
+
+#[test]
+fn an_overflowing_accumulation_ends_the_loop_with_the_sequential_state() {
+    each_schedule(|threads| {
+        let v = SpecVec::from(vec![0u8; 40]);
+        let total = std::sync::Mutex::new(250u8);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new().threads(threads).run(0..40usize, |i| {
+                v.set(i, 1);
+                let total = &total;
+                // What `total += 1` becomes in a `#[tls_loop]` body, with overflow
+                // checks: the addition runs at commit.
+                let add = move || {
+                    let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+                    *t = t.checked_add(1).expect("attempt to add with overflow");
+                };
+                let add: Box<dyn FnOnce() + Send + '_> = Box::new(add);
+                // SAFETY: `total` outlives the loop, which runs or drops every action.
+                let add: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(add) };
+                on_commit(add);
+                v.set(i, 2);
+                Control::<()>::Continue
+            })
+        }));
+        assert!(r.is_err());
+        // 250 + 5 = 255; the sixth addition (iteration 5) overflows.
+        let want: Vec<u8> = (0..40)
+            .map(|i| match i {
+                0..5 => 2,
+                5 => 1,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(v.into_vec(), want, "{threads} threads");
+        assert_eq!(*total.lock().unwrap_or_else(|e| e.into_inner()), 255);
+    });
+}
