@@ -2,7 +2,7 @@
 //! simulated threads:
 //!
 //! - An epoch starts when a thread is free and the window of epochs in flight
-//!   ([`EPOCHS_PER_THREAD`] `P`, as in the scheduler) has room, and pays the measured
+//!   ([`EPOCHS_PER_THREAD`] times `P`, as in the scheduler) has room, and pays the measured
 //!   per-epoch cost. It is stretched by the measured extra cost of each tracked read
 //!   and of each speculative write (a new version).
 //! - A read of a location that an earlier epoch writes *later* (in simulated time)
