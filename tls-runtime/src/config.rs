@@ -4,7 +4,7 @@
 //! - `TLS_MODE`: `parallel` (default), `sequential` (every loop runs in order on the
 //!   calling thread, with no speculation: the baseline to compare against), or
 //!   `profile` (in order, recording each epoch to predict the speedup on 1 to 64
-//!   cores; see `profile.rs`).
+//!   cores; see `profile/`).
 //! - `TLS_REPORT=stderr`: print each loop's report to stderr when it ends, and a summary
 //!   per loop name when the process exits; `TLS_REPORT=<path>.json`: write the reports,
 //!   aggregated per loop name, to that file as JSON when the process exits.

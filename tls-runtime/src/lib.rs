@@ -22,34 +22,45 @@
 //!   padded violation word in the loop's ring, and holds the running epoch's context
 //!   (segment, write log, undo log, commit-time log) in a thread-local. A violated epoch
 //!   learns of it at its next access or checkpoint and unwinds to the runner.
-//! - `schedule.rs` schedules: each participating thread commits what it can (the
-//!   homefree epoch, and the finished ones after it), claims the next epoch (a window
-//!   of four per thread may be in flight), runs it, and *publishes* it when its body
-//!   ends, without waiting to become homefree (an epoch that is homefree and
-//!   unviolated when it ends commits at once on its own thread instead). Whoever holds
-//!   the commit watermark commits: versions become committed values and `on_commit`
-//!   actions run, in epoch order. A violation noticed while an epoch runs rolls it back at once; one that
+//! - `scheduler/` schedules: each participating thread commits what it can (the
+//!   homefree epoch, and the finished ones after it; `commit.rs`), claims the next
+//!   epoch (`claim.rs`; a window of `rules::EPOCHS_PER_THREAD`, four, per thread may be
+//!   in flight), runs it (`attempt.rs`), and *publishes* it when its body ends, without
+//!   waiting to become homefree (an epoch that is homefree and unviolated when it ends
+//!   commits at once on its own thread instead). Whoever holds the commit watermark
+//!   commits: versions become committed values and `on_commit` actions run, in epoch
+//!   order. A violation noticed while an epoch runs rolls it back at once; one that
 //!   hits a finished epoch is handled by re-running it when it becomes homefree.
-//!   Rollback goes back only to the start of the *sub-thread segment* in which the
-//!   violated load happened (`checkpoint!()` splits a body into segments; the runtime
-//!   keeps a clone of the state at each checkpoint), running undo actions newest first
-//!   and discarding the segment's writes. A panic in a speculative epoch waits: if the
-//!   epoch is violated it was a zombie and re-runs; if it becomes homefree the panic is
-//!   real and reaches the caller after later epochs are squashed. `break` / `return`
-//!   end the loop the same way. `run.rs` holds the [`Loop`] builder and the in-order
-//!   paths (one thread, `TLS_MODE=sequential`, loops nested in an epoch).
+//!   Rollback (`rollback.rs`) goes back only to the start of the *sub-thread segment*
+//!   in which the violated load happened (`checkpoint!()` splits a body into segments;
+//!   the runtime keeps a snapshot of the state at each checkpoint), running undo
+//!   actions newest first and discarding the segment's writes. A panic in a
+//!   speculative epoch waits: if the epoch is violated it was a zombie and re-runs; if
+//!   it becomes homefree the panic is real and reaches the caller after later epochs
+//!   are squashed. `break` / `return` end the loop the same way.
+//! - `loop_builder.rs` holds the [`Loop`] builder; `run.rs` chooses how a loop runs
+//!   ([`Loop::run`], [`for_each`]) and holds the in-order path (one thread,
+//!   `TLS_MODE=sequential`, loops nested in an epoch); `parallel.rs` runs it
+//!   speculatively: workers, site and trace made ready, the scheduler, the report.
 //! - `escape.rs` runs calls non-speculatively ([`escape()`]) with undo actions
-//!   ([`on_violation()`]); `commit.rs` delays work to commit ([`on_commit()`],
+//!   ([`on_violation()`]); `deferred.rs` delays work to commit ([`on_commit()`],
 //!   [`Accumulator`]).
-//! - `adapt.rs` groups very short iterations into one epoch, and turns speculation off
-//!   for a loop site when its epochs mostly roll back or its threads' committed work
-//!   does not beat in-order execution, probing it again later with exponential backoff,
-//!   so a loop with a true dependence chain runs at about the speed of the plain loop.
+//! - `adapt/` groups very short iterations into one epoch (`chunk.rs`), and turns
+//!   speculation off for a loop site ([`LoopSite`], `site.rs`) when its epochs mostly
+//!   roll back or its threads' committed work does not beat in-order execution
+//!   (judged per `window.rs` from each thread's `votes.rs`), probing it again later
+//!   with exponential backoff, so a loop with a true dependence chain runs at about
+//!   the speed of the plain loop; the scheduler then runs the site's in-order
+//!   stretches (`scheduler/in_order.rs`).
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
 //!   while after, then park. `report.rs` collects what each loop did
 //!   ([`last_report`]); `sink.rs` and `trace.rs` write `TLS_REPORT` JSON and the
-//!   `TLS_TRACE` timeline at exit; `profile.rs` is `TLS_MODE=profile` and its speedup
-//!   predictor.
+//!   `TLS_TRACE` timeline at exit (`json.rs` quotes their strings); `profile/` is
+//!   `TLS_MODE=profile` and its speedup model. `rules.rs` holds the scheduling rules
+//!   the model mirrors (window per thread, chunking, the "a quarter" rollback rule).
+//! - `config.rs` reads the environment, `control.rs` has [`Control`] and [`Step`],
+//!   `sync.rs` the primitives the protocol is written against (loom's under
+//!   `--cfg loom`; see `loom_tests.rs`).
 
 //! # The contract
 //!
@@ -66,19 +77,23 @@
 //! writes it made before the panic, as the sequential loop would.
 
 mod adapt;
-mod commit;
 mod config;
 mod control;
+mod deferred;
 mod epoch;
 mod escape;
+mod json;
 mod live_loops;
+mod loop_builder;
 mod macro_support;
 mod memory;
 mod panic_hook;
+mod parallel;
 mod profile;
 mod report;
+mod rules;
 mod run;
-mod schedule;
+mod scheduler;
 mod sink;
 mod sync;
 mod trace;
@@ -88,20 +103,21 @@ mod workers;
 mod loom_tests;
 
 pub use adapt::LoopSite;
-pub use commit::{Accumulator, on_commit};
 pub use config::{Mode, default_threads, mode};
 pub use control::{Control, LoopOutcome, Step};
+pub use deferred::{Accumulator, on_commit};
 pub use escape::{EscapeLock, escape, escape_checked, is_speculative, on_violation};
+pub use loop_builder::Loop;
 pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};
 pub use profile::PREDICTED_CORES;
 pub use report::{Dependence, LoopReport, RunMode, SourceLocation, last_report};
-pub use run::{Loop, for_each, poll};
+pub use run::{for_each, poll};
 pub use tls_macros::{checkpoint, escape, on_commit, on_violation, tls_loop};
 
 /// Support for the code the macros generate. Not a public interface.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::commit::Accumulator;
+    pub use crate::deferred::Accumulator;
     pub use crate::escape::{EscapeLock, escape, escape_checked, on_violation};
     #[allow(unused_imports)]
     pub use crate::macro_support::*;

@@ -5,7 +5,7 @@
 //! `tls_runtime::__private`, and their names are chosen so that when a requirement
 //! fails, rustc's "required for ... to implement `Trait`" note reads as advice.
 
-use crate::commit::on_commit;
+use crate::deferred::on_commit;
 use core::convert::Infallible;
 use core::ops::ControlFlow;
 

@@ -1,7 +1,6 @@
 //! What a speculative loop did: counts, where the time went, and the dependences that
 //! caused violations, ranked by the time they wasted.
 
-use crate::config::ReportSink;
 use core::fmt;
 use core::panic::Location;
 use std::cell::RefCell;
@@ -175,15 +174,9 @@ pub(crate) fn take_last() -> Option<LoopReport> {
     LAST.with(|l| l.borrow_mut().take())
 }
 
-pub(crate) fn set_last(report: LoopReport) {
-    match &crate::config::env().report {
-        ReportSink::None => {}
-        ReportSink::Stderr => {
-            eprint!("{report}");
-            crate::sink::record(&report);
-        }
-        ReportSink::Json(_) => crate::sink::record(&report),
-    }
+/// Keeps `report` as this thread's last (see `sink::set_last`, which also sends it
+/// where `TLS_REPORT` says).
+pub(crate) fn keep_last(report: LoopReport) {
     LAST.with(|l| *l.borrow_mut() = Some(report));
 }
 

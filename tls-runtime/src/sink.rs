@@ -3,7 +3,10 @@
 //! writes JSON), and the epoch timeline of `TLS_TRACE`.
 
 use crate::config::{ReportSink, env};
-use crate::report::{LoopReport, RunMode, SourceLocation};
+use crate::json::json_str;
+use crate::report::{LoopReport, RunMode, SourceLocation, keep_last};
+use crate::sync::lock_std;
+use crate::trace;
 use std::fmt::Write as _;
 use std::sync::{Mutex, Once};
 use std::time::Duration;
@@ -61,10 +64,24 @@ extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(flush);
 }
 
+/// A loop's report is out: sends it where `TLS_REPORT` says, and keeps it as this
+/// thread's last report ([`crate::last_report`]).
+pub(crate) fn set_last(report: LoopReport) {
+    match &env().report {
+        ReportSink::None => {}
+        ReportSink::Stderr => {
+            eprint!("{report}");
+            record(&report);
+        }
+        ReportSink::Json(_) => record(&report),
+    }
+    keep_last(report);
+}
+
 /// Adds one loop run to the totals.
-pub(crate) fn record(r: &LoopReport) {
+fn record(r: &LoopReport) {
     ensure_exit_hook();
-    let mut all = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = lock_std(&TOTALS);
     let t = match all.iter_mut().position(|t| t.name == r.name) {
         Some(i) => &mut all[i],
         None => {
@@ -148,15 +165,15 @@ pub(crate) fn ensure_written_at_exit() {
 /// Writes what the settings ask for; called at exit.
 pub(crate) fn flush() {
     if let Some(path) = &env().trace {
-        crate::trace::flush_thread();
-        if let Err(e) = std::fs::write(path, crate::trace::to_json()) {
+        trace::flush_thread();
+        if let Err(e) = std::fs::write(path, trace::to_json()) {
             eprintln!(
                 "tls-runtime: cannot write the trace to {}: {e}",
                 path.display()
             );
         }
     }
-    let all = TOTALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let all = lock_std(&TOTALS).clone();
     match &env().report {
         ReportSink::None => {}
         ReportSink::Stderr => eprint!("{}", summary(&all)),
@@ -187,27 +204,6 @@ fn summary(all: &[Totals]) -> String {
             );
         }
     }
-    out
-}
-
-/// Quotes `s` as a JSON string.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 
@@ -270,14 +266,4 @@ fn json(all: &[Totals]) -> String {
     }
     out.push_str("]\n");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::json_str;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
-    }
 }

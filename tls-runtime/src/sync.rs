@@ -212,3 +212,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> impl core::ops::DerefMut<Target = T> + '_
     #[cfg(not(loom))]
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// [`lock`] for the mutexes that stay `std`'s under `--cfg loom` too: `static`s (loom's
+/// `Mutex::new` is not `const`) and the one the worker pool's `Condvar` waits on.
+pub(crate) fn lock_std<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -6,7 +6,8 @@
 //! Threads buffer their spans locally and hand them over when they leave a loop, so
 //! tracing adds no shared write per epoch.
 
-use crate::sink::json_str;
+use crate::json::json_str;
+use crate::sync::lock_std;
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +16,7 @@ use std::time::Instant;
 
 /// What a span shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum SpanKind {
     /// An attempt that ran to the end of the epoch.
     Ran,
     /// An attempt cut short by a violation.
@@ -34,30 +35,30 @@ pub(crate) enum Kind {
     InOrder,
 }
 
-impl Kind {
+impl SpanKind {
     fn name(self) -> &'static str {
         match self {
-            Kind::Ran => "ran",
-            Kind::Violated => "violated",
-            Kind::Rerun => "re-run",
-            Kind::Commit => "commit",
-            Kind::Squashed => "squashed",
-            Kind::Waiting => "waiting",
-            Kind::Idle => "idle",
-            Kind::InOrder => "in order",
+            SpanKind::Ran => "ran",
+            SpanKind::Violated => "violated",
+            SpanKind::Rerun => "re-run",
+            SpanKind::Commit => "commit",
+            SpanKind::Squashed => "squashed",
+            SpanKind::Waiting => "waiting",
+            SpanKind::Idle => "idle",
+            SpanKind::InOrder => "in order",
         }
     }
 
     /// Chrome's reserved colour names.
     fn colour(self) -> &'static str {
         match self {
-            Kind::Ran | Kind::Rerun => "good",
-            Kind::Commit => "olive",
-            Kind::Violated => "terrible",
-            Kind::Squashed => "grey",
-            Kind::Waiting => "yellow",
-            Kind::Idle => "white",
-            Kind::InOrder => "generic_work",
+            SpanKind::Ran | SpanKind::Rerun => "good",
+            SpanKind::Commit => "olive",
+            SpanKind::Violated => "terrible",
+            SpanKind::Squashed => "grey",
+            SpanKind::Waiting => "yellow",
+            SpanKind::Idle => "white",
+            SpanKind::InOrder => "generic_work",
         }
     }
 }
@@ -65,7 +66,7 @@ impl Kind {
 struct Span {
     start: Instant,
     end: Instant,
-    kind: Kind,
+    kind: SpanKind,
     epoch: u64,
     name: Arc<str>,
     detail: Option<String>,
@@ -96,7 +97,7 @@ pub(crate) fn base() -> Instant {
 
 /// Records a span of this thread (call only when `enabled()`).
 pub(crate) fn span(
-    kind: Kind,
+    kind: SpanKind,
     name: &Arc<str>,
     epoch: u64,
     start: Instant,
@@ -148,12 +149,12 @@ pub(crate) fn flush_thread() {
     }) else {
         return;
     };
-    DONE.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    lock_std(&DONE).push(t);
 }
 
 /// The whole timeline as Chrome trace event JSON.
 pub(crate) fn to_json() -> String {
-    let done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let done = lock_std(&DONE);
     let base = base();
     let us = |t: Instant| t.saturating_duration_since(base).as_nanos() as f64 / 1000.0;
     let mut out = String::from("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
@@ -173,8 +174,8 @@ pub(crate) fn to_json() -> String {
         }
         for s in &t.spans {
             let label = match s.kind {
-                Kind::Waiting | Kind::Idle => s.kind.name().to_owned(),
-                Kind::InOrder => format!("{} in order", s.name),
+                SpanKind::Waiting | SpanKind::Idle => s.kind.name().to_owned(),
+                SpanKind::InOrder => format!("{} in order", s.name),
                 _ => format!("{} epoch {}", s.name, s.epoch),
             };
             let _ = write!(

@@ -5,9 +5,11 @@
 //! epochs of one job until it has none left to hand out. The calling thread runs
 //! epochs too.
 //!
-//! Waking a parked thread costs tens of microseconds here (DESIGN.md section 8), more
-//! than an epoch, so an idle worker spins (with `spin_loop`, yielding now and then)
-//! for `TLS_SPIN_US` after its last job before it parks on a condition variable.
+//! Waking a parked thread costs tens of microseconds on the 2-core development machine
+//! (a park/unpark round trip measured ~57 us there, against ~110 ns to hand work to a
+//! spinning thread), more than an epoch, so an idle worker spins (with `spin_loop`,
+//! yielding now and then) for `TLS_SPIN_US` after its last job before it parks on a
+//! condition variable.
 //!
 //! Sleeping protocol (no lost wake-up): a worker about to park increments `sleepers`,
 //! then re-reads `generation` under `sleep_lock` and waits only if no job was published
@@ -16,6 +18,7 @@
 //! least one of them sees the other's write.
 
 use crate::config::env;
+use crate::sync::lock_std;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -67,7 +70,7 @@ fn pool() -> &'static Pool {
 /// Makes sure at least `n` workers exist.
 pub(crate) fn ensure_workers(n: usize) {
     let p = pool();
-    let mut count = p.workers.lock().unwrap_or_else(|e| e.into_inner());
+    let mut count = lock_std(&p.workers);
     while *count < n {
         let id = *count;
         let spawned = std::thread::Builder::new()
@@ -96,13 +99,13 @@ pub(crate) fn publish(job: &dyn Job) -> Published<'_> {
         core::mem::transmute::<*const (dyn Job + '_), *const (dyn Job + 'static)>(r)
     });
     {
-        let mut jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut jobs = lock_std(&p.jobs);
         jobs.push(r);
         p.published.store(jobs.len(), Ordering::SeqCst);
     }
     p.generation.fetch_add(1, Ordering::SeqCst);
     if p.sleepers.load(Ordering::SeqCst) > 0 {
-        let _g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = lock_std(&p.sleep_lock);
         p.wake.notify_all();
     }
     Published { job }
@@ -113,7 +116,7 @@ pub(crate) fn wake() {
     let p = pool();
     p.generation.fetch_add(1, Ordering::SeqCst);
     if p.sleepers.load(Ordering::SeqCst) > 0 {
-        let _g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = lock_std(&p.sleep_lock);
         p.wake.notify_all();
     }
 }
@@ -122,7 +125,7 @@ impl Published<'_> {
     fn retire_now(&self) {
         let p = pool();
         {
-            let mut jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            let mut jobs = lock_std(&p.jobs);
             let me = self.job as *const dyn Job as *const ();
             jobs.retain(|j| j.0 as *const () != me);
             p.published.store(jobs.len(), Ordering::SeqCst);
@@ -165,7 +168,7 @@ fn pick(p: &Pool) -> Option<JobRef> {
     if p.published.load(Ordering::Relaxed) == 0 {
         return None;
     }
-    let jobs = p.jobs.lock().unwrap_or_else(|e| e.into_inner());
+    let jobs = lock_std(&p.jobs);
     let n = jobs.len();
     let start = p.next_pick.fetch_add(1, Ordering::Relaxed);
     for k in 0..n {
@@ -204,7 +207,7 @@ fn worker_main(p: &'static Pool) {
         let seen = p.generation.load(Ordering::SeqCst);
         p.sleepers.fetch_add(1, Ordering::SeqCst);
         {
-            let g = p.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let g = lock_std(&p.sleep_lock);
             if p.generation.load(Ordering::SeqCst) == seen {
                 let _ = p
                     .wake

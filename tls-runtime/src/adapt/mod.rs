@@ -1,0 +1,46 @@
+//! Adaptive fallback: speculation that does not pay is turned off, per loop site, and
+//! tried again later.
+//!
+//! Participants tally their commits ([`Votes`]) and hand them to the loop run's
+//! [`Window`] a few epochs at a time. When more than half of a window's epochs were
+//! rolled back, the site switches to *in-order* execution: once no epoch is in flight,
+//! one thread runs the following iterations itself, like the plain loop, with no
+//! tracking and no per-epoch bookkeeping (a full dependence chain then costs about what
+//! the plain loop does). After `backoff` in-order epochs the site probes speculation
+//! again for one window; each failed probe doubles `backoff` (up to
+//! [`site::MAX_BACKOFF`]) and a successful one resets it. The state lives in the site
+//! ([`LoopSite`]), so it carries across runs of the same loop (a transaction's items
+//! loop runs once per transaction).
+//!
+//! A window is judged on at least [`window::MIN_WINDOW`] of wall time, and only on
+//! epochs committed while it was open; the first worker to join a window the caller
+//! started alone (workers park while a site runs in order) starts it over, so a probe
+//! is not judged on the wake-up. Without any worker for [`window::WAIT_FOR_HELPERS`],
+//! speculation gains nothing and the site runs in order.
+//!
+//! The site also chooses how many iterations make one epoch when the loop does not
+//! say (`chunk.rs`): iterations much shorter than [`crate::rules::TARGET_EPOCH`] are
+//! grouped.
+//!
+//! Memory ordering: all fields are `Relaxed` counters and a flag. They steer
+//! scheduling, not correctness: any interleaving of their updates yields a valid
+//! schedule, since every epoch is protected by the violation protocol either way.
+//!
+//! The files: `site.rs` (the site's state and the verdict on a window), `window.rs`
+//! (judging a window), `votes.rs` (a participant's tally), `chunk.rs` (automatic
+//! chunking).
+
+mod chunk;
+mod site;
+#[cfg(test)]
+mod tests;
+mod votes;
+mod window;
+
+pub use site::LoopSite;
+pub(crate) use site::site_for;
+pub(crate) use votes::Votes;
+pub(crate) use window::Window;
+
+/// Epochs per decision window.
+pub(crate) const WINDOW: u32 = 8;

@@ -1,0 +1,149 @@
+//! A loop site's adaptive state ([`LoopSite`]): whether it runs in order now, how long
+//! the in-order stretch lasts before speculation is probed again, and the verdict on a
+//! window of speculation that switches it.
+
+use crate::sync::lock_std;
+use core::panic::Location;
+use crossbeam_utils::CachePadded;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// First in-order stretch after speculation failed, in epochs.
+pub(crate) const MIN_BACKOFF: u64 = 32;
+/// Longest in-order stretch between probes.
+pub(crate) const MAX_BACKOFF: u64 = 16384;
+
+/// The adaptive state of one loop site.
+#[derive(Debug)]
+pub struct LoopSite {
+    /// Read by every worker looking for work: kept apart from the counters the
+    /// running thread writes.
+    in_order: CachePadded<AtomicBool>,
+    in_order_left: AtomicU64,
+    pub(super) backoff: AtomicU64,
+    /// Iterations per epoch chosen by the runtime (when the loop does not set one).
+    pub(super) chunk: AtomicU32,
+    /// [`PROBING`], [`LAST_PAID`] or [`STRUCK`]: how the last windows went (see
+    /// [`LoopSite::judge`]).
+    slow_windows: AtomicU32,
+}
+
+/// No window paid since the site last ran in order.
+const PROBING: u32 = 0;
+/// The last window paid.
+const LAST_PAID: u32 = 1;
+/// The last window gained too little after one that paid.
+const STRUCK: u32 = 2;
+
+/// What a window of speculation came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Speculation paid.
+    Paid,
+    /// Its committed work per wall time was under [`MIN_GAIN`](super::window::MIN_GAIN).
+    SlowOnce,
+    /// Most epochs rolled back.
+    Lost,
+    /// No worker joined in [`WAIT_FOR_HELPERS`](super::window::WAIT_FOR_HELPERS): the machine is busy (other loops
+    /// hold the workers, or the OS does not run them), which says nothing about the
+    /// loop.
+    Alone,
+}
+
+impl Default for LoopSite {
+    fn default() -> Self {
+        LoopSite::new()
+    }
+}
+
+impl LoopSite {
+    /// A site that starts out speculating.
+    pub const fn new() -> Self {
+        LoopSite {
+            in_order: CachePadded::new(AtomicBool::new(false)),
+            in_order_left: AtomicU64::new(0),
+            backoff: AtomicU64::new(MIN_BACKOFF),
+            chunk: AtomicU32::new(1),
+            // A new site gets the benefit of the doubt: its first window also pays
+            // for the workers' wake-up and the chunk size still growing.
+            slow_windows: AtomicU32::new(LAST_PAID),
+        }
+    }
+
+    /// Whether epochs should now start only when homefree.
+    #[inline]
+    pub(crate) fn in_order(&self) -> bool {
+        self.in_order.load(Relaxed)
+    }
+
+    /// How many epochs may still run in order before speculation is probed again.
+    pub(crate) fn in_order_budget(&self) -> u64 {
+        self.in_order_left.load(Relaxed).max(1)
+    }
+
+    /// `n` epochs ran in order; after `backoff` of them, probe speculation again.
+    /// Returns whether speculation resumes now.
+    pub(crate) fn ran_in_order(&self, n: u64) -> bool {
+        let left = self.in_order_left.load(Relaxed).saturating_sub(n);
+        self.in_order_left.store(left, Relaxed);
+        if left == 0 {
+            self.in_order.store(false, Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// The verdict on a window of speculation: if it did not pay, run in order for
+    /// the current backoff (doubled for next time); if it did, reset the backoff.
+    ///
+    /// A window that only gained too little, right after one that paid, is given one
+    /// more chance: on a shared machine one descheduled thread can stall a window of
+    /// a loop that does pay, and a wrong verdict costs a whole in-order stretch. A
+    /// probe after an in-order stretch gets no second chance (each would double the
+    /// cost of probing a loop that never pays), and rollbacks and a missing worker
+    /// are not timing noise: they count at once.
+    pub(crate) fn judge(&self, verdict: Verdict) {
+        let backoff = self.backoff.load(Relaxed);
+        let state = self.slow_windows.load(Relaxed);
+        if verdict == Verdict::SlowOnce && state == LAST_PAID {
+            self.slow_windows.store(STRUCK, Relaxed);
+            return;
+        }
+        match verdict {
+            Verdict::Paid => self.slow_windows.store(LAST_PAID, Relaxed),
+            // Being alone says nothing of the loop: keep what the last verdict said.
+            Verdict::Alone => {}
+            Verdict::SlowOnce | Verdict::Lost => self.slow_windows.store(PROBING, Relaxed),
+        }
+        if verdict == Verdict::Paid {
+            self.backoff.store(MIN_BACKOFF, Relaxed);
+        } else if verdict == Verdict::Alone {
+            // Run in order for the current stretch, without lengthening the next:
+            // a busy moment must not cost the loop thousands of in-order epochs
+            // once the workers are back.
+            self.in_order_left.store(backoff, Relaxed);
+            self.in_order.store(true, Relaxed);
+        } else {
+            self.in_order_left.store(backoff, Relaxed);
+            self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
+            self.in_order.store(true, Relaxed);
+        }
+    }
+}
+
+/// The site of a loop identified by its source location and name (for loops run
+/// without a `static` site of their own).
+pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'static LoopSite {
+    type Key = (usize, String);
+    static SITES: Mutex<Option<HashMap<Key, &'static LoopSite>>> = Mutex::new(None);
+    let mut sites = lock_std(&SITES);
+    let key = (
+        location as *const Location<'static> as usize,
+        name.to_owned(),
+    );
+    sites
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(LoopSite::new())))
+}

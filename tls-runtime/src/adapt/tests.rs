@@ -1,0 +1,174 @@
+//! The adaptive policy's tests: windows replayed on a clock of their own.
+
+use super::site::MIN_BACKOFF;
+use super::window::{MIN_WINDOW, WAIT_FOR_HELPERS};
+use super::{LoopSite, WINDOW, Window};
+use std::cell::Cell;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// Plenty of useful work: these votes are judged by rollbacks alone.
+const D: Duration = Duration::from_secs(3600);
+
+/// A clock of the test's own, so that no verdict depends on how the machine
+/// schedules the test.
+struct Clock(Cell<Instant>);
+
+impl Clock {
+    fn new() -> Self {
+        Clock(Cell::new(Instant::now()))
+    }
+
+    fn advance(&self, d: Duration) {
+        self.0.set(self.0.get() + d);
+    }
+
+    /// Lets a window reach the length it is judged on.
+    fn age(&self) {
+        self.advance(MIN_WINDOW + Duration::from_micros(50));
+    }
+
+    fn open(&self, w: &Window) {
+        w.open_at(self.0.get());
+    }
+
+    fn vote(
+        &self,
+        w: &Window,
+        site: &LoopSite,
+        epochs: u32,
+        rolled_back: u32,
+        useful: Duration,
+        helper: bool,
+    ) {
+        w.vote_at(site, epochs, rolled_back, useful, helper, self.0.get());
+    }
+}
+
+#[test]
+fn speculation_without_gain_switches_to_in_order() {
+    let clock = Clock::new();
+    // One window of 20 ms in which the two threads committed `gained` ms of work.
+    let window = |site: &LoopSite, w: &Window, gained: u64| {
+        clock.open(w);
+        clock.advance(Duration::from_millis(20));
+        clock.vote(w, site, WINDOW, 0, Duration::from_millis(gained / 2), true);
+        clock.vote(
+            w,
+            site,
+            WINDOW,
+            0,
+            Duration::from_millis(gained - gained / 2),
+            false,
+        );
+    };
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    // 10 ms of committed work in a 20 ms window: half the in-order speed. A new
+    // site gets a second window; a probe after an in-order stretch does not.
+    window(&site, &w, 10);
+    assert!(!site.in_order(), "a new site gets a second window");
+    window(&site, &w, 10);
+    assert!(site.in_order());
+    site.ran_in_order(MIN_BACKOFF);
+    assert!(!site.in_order());
+    window(&site, &w, 10);
+    assert!(site.in_order(), "a probe gets no second chance");
+    // After a window that paid, one slow window may be the machine; two in a
+    // row are the loop.
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    for gained in [36, 10] {
+        window(&site, &w, gained);
+        assert!(!site.in_order());
+    }
+    window(&site, &w, 10);
+    assert!(site.in_order(), "two slow windows in a row");
+    // A slow window followed by a good one forgets the first.
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    for gained in [36, 6, 36, 6] {
+        window(&site, &w, gained);
+    }
+    assert!(!site.in_order());
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    window(&site, &w, 36);
+    assert!(!site.in_order());
+}
+
+#[test]
+fn a_window_without_workers_waits_for_them_then_runs_in_order() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    clock.age();
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_micros(100), false);
+    assert!(!site.in_order(), "too early to judge without the workers");
+    clock.advance(WAIT_FOR_HELPERS);
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(1), false);
+    assert!(site.in_order(), "the caller alone gained nothing");
+    // ... which does not lengthen the next in-order stretch.
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+    assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
+}
+
+#[test]
+fn the_first_worker_to_join_restarts_the_window() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    clock.advance(Duration::from_millis(2));
+    // The caller ran alone while the worker woke; the worker's first vote starts
+    // the window over and is not counted.
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(500), false);
+    let generation = w.generation();
+    clock.vote(&w, &site, WINDOW, 0, D, true);
+    assert_ne!(w.generation(), generation);
+    assert_eq!(w.epochs.load(Relaxed), 0);
+    assert_eq!(w.useful_ns.load(Relaxed), 0);
+    assert!(!site.in_order());
+    // From then on, the window is judged on what both threads do in it.
+    clock.advance(Duration::from_millis(2));
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), true);
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), false);
+    assert!(!site.in_order());
+    assert_eq!(w.epochs.load(Relaxed), 0, "judged and reopened");
+}
+
+#[test]
+fn short_windows_are_not_judged() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(1));
+    clock.open(&w);
+    clock.vote(&w, &site, 4 * WINDOW, 4 * WINDOW, D, true);
+    assert!(!site.in_order(), "judged before MIN_WINDOW");
+    clock.age();
+    clock.vote(&w, &site, WINDOW, WINDOW, D, true);
+    assert!(site.in_order());
+}
+
+#[test]
+fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(1));
+    clock.open(&w);
+    clock.age();
+    clock.vote(&w, &site, 8, 2, D, true);
+    assert!(!site.in_order(), "a quarter rolled back still pays");
+    clock.vote(&w, &site, 4, 3, D, true);
+    assert!(!site.in_order(), "the window is not full yet");
+    clock.age();
+    clock.vote(&w, &site, 4, 3, D, true);
+    assert!(site.in_order());
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+    assert!(!site.ran_in_order(MIN_BACKOFF - 1));
+    assert!(site.in_order());
+    assert!(site.ran_in_order(1), "probe speculation after the backoff");
+    assert!(!site.in_order());
+    // A failed probe doubles the next in-order stretch.
+    clock.age();
+    clock.vote(&w, &site, WINDOW, WINDOW, D, true);
+    assert!(site.in_order());
+    assert_eq!(site.in_order_budget(), 2 * MIN_BACKOFF);
+    site.ran_in_order(2 * MIN_BACKOFF - 1);
+    assert!(site.in_order());
+    site.ran_in_order(1);
+    assert!(!site.in_order());
+    // A good window resets the backoff.
+    clock.age();
+    clock.vote(&w, &site, WINDOW, 0, D, true);
+    assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
+}

@@ -1,0 +1,88 @@
+//! A participant's tally of the epochs it committed, for the adaptive policy: how many,
+//! how many rolled back, and the useful work they took, handed to the loop run's
+//! [`Window`] (and to the site's automatic chunking) a window at a time.
+
+use super::{LoopSite, WINDOW, Window};
+use crate::report::ThreadStats;
+use std::time::{Duration, Instant};
+
+/// A participant's tally of the epochs it committed, for the adaptive policy, handed
+/// to the site a window at a time so that commits do not all write one shared line.
+pub(crate) struct Votes {
+    epochs: u32,
+    rolled_back: u32,
+    items: u64,
+    /// When the window started, and the thread's blocked and wasted time then.
+    since: Instant,
+    blocked_before: Duration,
+    wasted_before: Duration,
+    tune_chunk: bool,
+    /// A worker, not the loop's caller.
+    helper: bool,
+    /// The window generation this tally belongs to.
+    generation: u32,
+}
+
+impl Votes {
+    pub(crate) fn new(tune_chunk: bool, helper: bool) -> Self {
+        Votes {
+            epochs: 0,
+            rolled_back: 0,
+            items: 0,
+            since: Instant::now(),
+            blocked_before: Duration::ZERO,
+            wasted_before: Duration::ZERO,
+            tune_chunk,
+            helper,
+            generation: 0,
+        }
+    }
+
+    pub(crate) fn epoch(
+        &mut self,
+        rolled_back: bool,
+        items: usize,
+        site: &LoopSite,
+        window: &Window,
+        ts: &ThreadStats,
+    ) {
+        let generation = window.generation();
+        if generation != self.generation {
+            // A new window opened since this tally started: start over, counting
+            // from this epoch on (its start may predate the window by one epoch).
+            self.generation = generation;
+            self.epochs = 0;
+            self.rolled_back = 0;
+            self.items = 0;
+            self.since = Instant::now();
+            self.blocked_before = ts.wait + ts.idle;
+            self.wasted_before = ts.wasted;
+        }
+        self.epochs += 1;
+        self.rolled_back += u32::from(rolled_back);
+        self.items += items as u64;
+        if self.epochs >= WINDOW {
+            self.flush(site, window, ts);
+        }
+    }
+
+    pub(crate) fn flush(&mut self, site: &LoopSite, window: &Window, ts: &ThreadStats) {
+        if self.epochs > 0 {
+            let time = self.since.elapsed();
+            let blocked = (ts.wait + ts.idle).saturating_sub(self.blocked_before);
+            let wasted = ts.wasted.saturating_sub(self.wasted_before);
+            let busy = time.saturating_sub(blocked);
+            let useful = busy.saturating_sub(wasted);
+            window.vote(site, self.epochs, self.rolled_back, useful, self.helper);
+            if self.tune_chunk {
+                site.tune_chunk(self.epochs, self.items, self.rolled_back, busy);
+            }
+            self.blocked_before = ts.wait + ts.idle;
+            self.wasted_before = ts.wasted;
+            self.epochs = 0;
+            self.rolled_back = 0;
+            self.items = 0;
+            self.since = Instant::now();
+        }
+    }
+}

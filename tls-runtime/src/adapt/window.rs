@@ -1,0 +1,148 @@
+//! One loop run's window of speculative epochs: filled by its participants' votes and
+//! judged, when full, on whether speculation pays.
+
+use super::WINDOW;
+use super::site::{LoopSite, Verdict};
+use crate::sync::{Mutex, lock};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Speculation must estimate at least this speedup to go on; below it (a little
+/// above 1, since speculative epochs pay for tracking) in-order execution is faster.
+pub(crate) const MIN_GAIN: f64 = 1.1;
+/// The shortest wall time a window is judged on: shorter ones measure the clock and
+/// the scheduler more than the loop.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
+/// How long a window waits for a worker's first vote before it is judged without
+/// one (a parked worker takes tens of microseconds to wake, a new one longer).
+pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
+
+/// One loop run's window of speculative epochs, filled by its participants' votes
+/// (each hands over a few epochs at a time, so that commits do not all write one
+/// shared line) and judged when full.
+#[derive(Debug)]
+pub(crate) struct Window {
+    /// Epochs in a full window: [`WINDOW`] per thread, so that every thread's votes
+    /// are in before the window is judged.
+    size: u32,
+    pub(super) epochs: AtomicU32,
+    rolled_back: AtomicU32,
+    pub(super) useful_ns: AtomicU64,
+    /// Votes from threads other than the loop's caller in this window.
+    helpers: AtomicU32,
+    start: Mutex<Instant>,
+    /// Moves on each [`Window::open`], so that a participant can drop the tally of
+    /// epochs it committed before the window opened (see [`Window::generation`]).
+    generation: CachePadded<AtomicU32>,
+}
+
+impl Window {
+    pub(crate) fn new(threads: usize) -> Self {
+        Window {
+            size: WINDOW * threads.max(1) as u32,
+            epochs: AtomicU32::new(0),
+            rolled_back: AtomicU32::new(0),
+            useful_ns: AtomicU64::new(0),
+            helpers: AtomicU32::new(0),
+            start: Mutex::new(Instant::now()),
+            generation: CachePadded::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// Which window is open now. A participant's tally that started under an older
+    /// one holds epochs from before this window's start: voting it would credit the
+    /// window with work done outside its wall time (a window judged from such votes
+    /// once found a full dependence chain "paying").
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Starts a new window now (speculation starts or resumes).
+    pub(crate) fn open(&self) {
+        self.open_at(Instant::now());
+    }
+
+    /// Starts a new window at `now`.
+    pub(super) fn open_at(&self, now: Instant) {
+        self.epochs.store(0, Relaxed);
+        self.rolled_back.store(0, Relaxed);
+        self.useful_ns.store(0, Relaxed);
+        self.helpers.store(0, Relaxed);
+        *lock(&self.start) = now;
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// A participant (`helper`: not the loop's caller) committed `epochs`
+    /// speculative epochs, `rolled_back` of which were rolled back at least once,
+    /// spending `useful` on work that committed. Once the window is full, speculation
+    /// is judged not to pay when most epochs rolled back, or when the useful work of
+    /// all threads adds up to less than [`MIN_GAIN`] times the window's wall time (a
+    /// dependence that forwarding hides from the rollback count still serializes the
+    /// epochs), or when no worker helped at all.
+    pub(crate) fn vote(
+        &self,
+        site: &LoopSite,
+        epochs: u32,
+        rolled_back: u32,
+        useful: Duration,
+        helper: bool,
+    ) {
+        self.vote_at(site, epochs, rolled_back, useful, helper, Instant::now());
+    }
+
+    /// [`Window::vote`] at time `now` (the tests replay windows on a clock of their
+    /// own).
+    pub(super) fn vote_at(
+        &self,
+        site: &LoopSite,
+        epochs: u32,
+        rolled_back: u32,
+        useful: Duration,
+        helper: bool,
+        now: Instant,
+    ) {
+        if helper && self.helpers.load(Relaxed) == 0 && self.epochs.load(Relaxed) > 0 {
+            // The first worker to join a window the caller started alone (workers
+            // park while a site runs in order, and take tens of microseconds to
+            // wake): judge speculation from now on, not the caller's lone start.
+            // This vote's epochs ran before now, so they are not counted either.
+            self.open_at(now);
+            self.helpers.store(1, Relaxed);
+            return;
+        }
+        let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
+        let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
+        let useful_ns = useful.as_nanos() as u64;
+        let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
+        let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
+        if total < self.size {
+            return;
+        }
+        let wall = now.saturating_duration_since(*lock(&self.start));
+        // A window must be long enough for its timing to mean something; and workers
+        // hand their votes over every few epochs and may have to wake first: give
+        // them time to show up before judging a window without them.
+        if wall < MIN_WINDOW || (helpers == 0 && wall < WAIT_FOR_HELPERS) {
+            return;
+        }
+        let wall = wall.as_nanos() as f64;
+        self.open_at(now);
+        let gain = if wall > 0.0 {
+            useful as f64 / wall
+        } else {
+            f64::INFINITY
+        };
+        // A window the caller ran alone (no worker was free, or none woke in time)
+        // gained nothing from speculation, whatever it rolled back.
+        site.judge(if helpers == 0 {
+            Verdict::Alone
+        } else if bad * 2 > total {
+            Verdict::Lost
+        } else if gain < MIN_GAIN {
+            Verdict::SlowOnce
+        } else {
+            Verdict::Paid
+        });
+    }
+}

@@ -1,0 +1,166 @@
+//! The runtime's costs the speedup model charges, measured by a short calibration the
+//! first time profile mode runs a loop: a tracked read and a new-version write (and its
+//! commit) in a speculative epoch versus plain ones; a speculative loop of 2 us epochs
+//! on two threads against the same work run plainly (per-epoch cost = busy time per
+//! epoch beyond the work; serialized cost = what the wall time per epoch has beyond
+//! half of work plus cost; the fastest of five runs); and the unwinding of a rollback.
+
+use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
+use crate::loop_builder::Loop;
+use crate::sync::AtomicU64;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// The runtime's costs, as the model uses them (nanoseconds).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Costs {
+    /// Work per epoch on its own thread: claim, start, publish, commit.
+    pub(crate) epoch: f64,
+    /// Serialized per epoch: the commit hand-off that no thread count overlaps.
+    pub(crate) serial: f64,
+    /// Extra cost of a tracked access over a plain one.
+    pub(crate) access: f64,
+    /// One clock read (removed from recorded times).
+    pub(crate) clock: f64,
+    /// Unwinding a running epoch to its runner after a violation.
+    pub(crate) rollback: f64,
+    /// Extra cost of a speculative write over a plain one (a new version).
+    pub(crate) write: f64,
+    /// Committing one written location (part of the serialized commit).
+    pub(crate) commit_write: f64,
+}
+
+/// Measures the costs once per process.
+pub(crate) fn costs() -> Costs {
+    static COSTS: OnceLock<Costs> = OnceLock::new();
+    *COSTS.get_or_init(calibrate)
+}
+
+fn calibrate() -> Costs {
+    const N: usize = 20_000;
+    let t = Instant::now();
+    for _ in 0..N {
+        std::hint::black_box(Instant::now());
+    }
+    let clock = t.elapsed().as_nanos() as f64 / N as f64;
+
+    // A tracked read in a speculative (not homefree) epoch against a plain read.
+    let v = crate::SpecVec::from(vec![0u64; N]);
+    let t = Instant::now();
+    for i in 0..N {
+        std::hint::black_box(v.get(i));
+    }
+    let plain = t.elapsed().as_nanos() as f64 / N as f64;
+    let ring = EpochRing::new(2);
+    let tag = make_tag(u32::MAX, 1);
+    ring.slot(1).reset(tag);
+    let watermark = AtomicU64::new(0);
+    let cx = EpochCx::new(tag, &ring, &watermark);
+    let tracked = {
+        let _current = CurrentGuard::set(Some(&cx));
+        let t = Instant::now();
+        for i in 0..N {
+            std::hint::black_box(v.get(i));
+        }
+        t.elapsed().as_nanos() as f64 / N as f64
+    };
+    // A speculative write creating a new version, and its commit, against a plain
+    // write, on locations no epoch wrote before.
+    let fresh = crate::SpecVec::from(vec![0u64; N]);
+    let t = Instant::now();
+    for i in 0..N {
+        fresh.set(i, i as u64);
+    }
+    let plain_write = t.elapsed().as_nanos() as f64 / N as f64;
+    let fresh = crate::SpecVec::from(vec![0u64; N]);
+    let (write, commit_write) = {
+        let _current = CurrentGuard::set(Some(&cx));
+        let t = Instant::now();
+        for i in 0..N {
+            fresh.set(i, i as u64);
+        }
+        let write = t.elapsed().as_nanos() as f64 / N as f64;
+        let t = Instant::now();
+        let _ = crate::memory::commit_epoch(&cx);
+        (write, t.elapsed().as_nanos() as f64 / N as f64)
+    };
+    drop(cx);
+    drop(v);
+    drop(fresh);
+
+    // Epochs of about 2 us of work on two threads, one iteration each: what an epoch
+    // costs beyond its work (claiming, starting, publishing and committing it: mostly
+    // cache lines the threads hand each other) and the part of it that is serialized.
+    // Real work, not empty epochs: an empty loop gains nothing from speculation, and
+    // the adaptive policy would soon run it in order. The fastest of a few runs: a run
+    // the scheduler of a busy machine interrupted measures the machine, not the
+    // runtime.
+    #[inline(never)]
+    fn spin(iters: u64) -> u64 {
+        let mut x = 1u64;
+        for i in 0..iters {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x)
+    }
+    let probe = 20_000u64;
+    let t = Instant::now();
+    spin(probe);
+    let iters = (probe as f64 * 2_000.0 / (t.elapsed().as_nanos() as f64).max(1.0)).max(1.0) as u64;
+    let epochs = 400u64;
+    let mut work = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..epochs {
+            spin(iters);
+        }
+        work = work.min(t.elapsed().as_nanos() as f64 / epochs as f64);
+    }
+    let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
+    let body = move |_: u64| {
+        spin(iters);
+    };
+    let lp = Loop::new()
+        .name("tls-runtime calibration")
+        .threads(2)
+        .chunk(1)
+        .site(site);
+    lp.run_uncalibrated(0..epochs, &body); // wakes the workers
+    let (mut wall, mut busy) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let t = Instant::now();
+        lp.run_uncalibrated(0..epochs, &body);
+        let w = t.elapsed().as_nanos() as f64;
+        let b = crate::report::take_last().map_or(w, |r| r.busy.as_nanos() as f64);
+        if w < wall {
+            (wall, busy) = (w, b);
+        }
+    }
+    crate::report::take_last();
+    // Busy time per epoch is its work plus its cost; what the wall time per epoch has
+    // beyond half of that (two threads share the epochs) does not overlap.
+    let per_epoch = (busy / epochs as f64 - work).max(0.0);
+    let serial = (wall / epochs as f64 - (work + per_epoch) / 2.0).max(per_epoch / 4.0);
+    // Unwinding a few frames of a violated epoch back to its runner.
+    #[inline(never)]
+    fn unwind_from(depth: u32) -> u32 {
+        if depth == 0 {
+            std::panic::resume_unwind(Box::new(crate::epoch::RollbackSignal));
+        }
+        unwind_from(depth - 1) + 1
+    }
+    let t = Instant::now();
+    for _ in 0..200 {
+        let _ = std::panic::catch_unwind(|| unwind_from(8));
+    }
+    let rollback = t.elapsed().as_nanos() as f64 / 200.0;
+    Costs {
+        write: (write - plain_write).max(0.0),
+        commit_write,
+        rollback,
+        epoch: per_epoch,
+        serial,
+        access: (tracked - plain).max(0.0),
+        clock,
+    }
+}

@@ -1,0 +1,62 @@
+//! Profile mode's run of a loop: in order on the calling thread, each iteration a
+//! homefree epoch with a [`Recorder`] noting its accesses.
+
+use super::calibration::costs;
+use super::recorder::{EpochProfile, Recorder};
+use crate::control::{Control, LoopOutcome, Step};
+use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
+use crate::sync::AtomicU64;
+
+/// Runs a loop in order on this thread, recording every epoch.
+pub(crate) fn run_profiled<I, S, R, St, Sp>(
+    items: I,
+    start: &St,
+    step: &Sp,
+) -> (LoopOutcome<R>, Vec<EpochProfile>)
+where
+    I: IntoIterator,
+    St: Fn(I::Item) -> S,
+    Sp: Fn(S) -> Step<S, R>,
+{
+    let clock = costs().clock;
+    let ring = EpochRing::new(1);
+    let watermark = AtomicU64::new(0);
+    let mut profiles = Vec::new();
+    let serial = u32::MAX - 1;
+    for (index, item) in items.into_iter().enumerate() {
+        let index = index as u64;
+        watermark.store(index, crate::sync::Ordering::Relaxed);
+        let tag = make_tag(serial, index);
+        ring.slot(index).reset(tag);
+        let cx = EpochCx::new(tag, &ring, &watermark);
+        cx.set_homefree();
+        *cx.profile.borrow_mut() = Some(Recorder::new(clock));
+        cx.profiling.set(true);
+        let control = {
+            let _current = CurrentGuard::set(Some(&cx));
+            let mut state = start(item);
+            loop {
+                match step(state) {
+                    Step::Checkpoint(next) => {
+                        if let Some(p) = cx.profile.borrow_mut().as_mut() {
+                            p.checkpoint();
+                        }
+                        state = next;
+                    }
+                    Step::Done(control) => break control,
+                }
+            }
+        };
+        cx.profiling.set(false);
+        if let Some(p) = cx.profile.borrow_mut().take() {
+            profiles.push(p.finish());
+        }
+        // Homefree epochs write committed data directly; commit-time actions ran.
+        match control {
+            Control::Continue => {}
+            Control::Break => return (LoopOutcome::Broke, profiles),
+            Control::Return(r) => return (LoopOutcome::Returned(r), profiles),
+        }
+    }
+    (LoopOutcome::Completed, profiles)
+}

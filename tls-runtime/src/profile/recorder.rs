@@ -1,0 +1,122 @@
+//! Recording one epoch in profile mode: each tracked access and checkpoint with its
+//! time, and the epoch's duration (CPU time where the platform tells it).
+//!
+//! Nothing here depends on the rest of the crate: the epoch context holds a
+//! [`Recorder`] (as `crate::profile::Recorder`) without profile mode reaching back
+//! into the epoch.
+
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AccessKind {
+    Read,
+    Write,
+    Checkpoint,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Event {
+    /// Nanoseconds since the epoch started, recording overhead removed.
+    pub(super) at: f64,
+    pub(super) loc: usize,
+    pub(super) kind: AccessKind,
+}
+
+/// What one epoch did, as profile mode saw it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EpochProfile {
+    pub(super) dur: f64,
+    pub(super) events: Vec<Event>,
+}
+
+/// This thread's CPU time in nanoseconds, where the platform tells it: an epoch's
+/// duration should not include the time the OS ran something else (on a busy
+/// machine that is often more than the epoch itself).
+fn thread_cpu_ns() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        #[repr(C)]
+        struct Timespec {
+            sec: i64,
+            nsec: i64,
+        }
+        unsafe extern "C" {
+            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+        }
+        const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+        let mut ts = Timespec { sec: 0, nsec: 0 };
+        // SAFETY: `ts` is a valid, writable `struct timespec` (two 64-bit fields on
+        // 64-bit Linux); the clock id is Linux's per-thread CPU clock.
+        let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc == 0 && cfg!(target_pointer_width = "64") {
+            return Some(ts.sec as f64 * 1e9 + ts.nsec as f64);
+        }
+    }
+    None
+}
+
+/// Records one epoch's accesses (lives in its `EpochCx` in profile mode).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    start: Instant,
+    cpu_start: Option<f64>,
+    events: Vec<Event>,
+    clock_ns: f64,
+}
+
+impl Recorder {
+    pub(super) fn new(clock_ns: f64) -> Self {
+        Recorder {
+            start: Instant::now(),
+            cpu_start: thread_cpu_ns(),
+            events: Vec::new(),
+            clock_ns,
+        }
+    }
+
+    fn now(&self) -> f64 {
+        // Each event costs one clock read: take the reads so far out of the time.
+        let raw = self.start.elapsed().as_nanos() as f64;
+        (raw - self.events.len() as f64 * self.clock_ns).max(0.0)
+    }
+
+    pub(crate) fn access(&mut self, loc: usize, write: bool) {
+        let at = self.now();
+        let kind = if write {
+            AccessKind::Write
+        } else {
+            AccessKind::Read
+        };
+        self.events.push(Event { at, loc, kind });
+    }
+
+    pub(super) fn checkpoint(&mut self) {
+        let at = self.now();
+        self.events.push(Event {
+            at,
+            loc: 0,
+            kind: AccessKind::Checkpoint,
+        });
+    }
+
+    pub(super) fn finish(mut self) -> EpochProfile {
+        let wall = self.now();
+        // Prefer CPU time, and place the events proportionally within it.
+        let cpu = match (self.cpu_start, thread_cpu_ns()) {
+            (Some(a), Some(b)) if b > a => {
+                (b - a - self.events.len() as f64 * self.clock_ns).max(0.0)
+            }
+            _ => wall,
+        };
+        if wall > 0.0 && cpu < wall {
+            let k = cpu / wall;
+            for e in &mut self.events {
+                e.at *= k;
+            }
+        }
+        EpochProfile {
+            dur: cpu.min(wall),
+            events: self.events,
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Running a claimed epoch: its attempts (one run of the body from the start of its
+//! current segment), the checkpoint snapshots a rollback goes back to, and the commit
+//! on its own thread of an epoch that is homefree and unviolated when it ends.
+
+use super::rollback::describe_violation;
+use super::work::{Done, EpochEnd, Snapshot, Work};
+use super::{NO_STOP, Payload, Shared};
+use crate::adapt::Votes;
+use crate::control::{Control, Step};
+use crate::epoch::{
+    AwaitHomefreeSignal, CurrentGuard, EpochCx, NOT_VIOLATED, RollbackSignal, make_tag,
+};
+use crate::report::ThreadStats;
+use crate::trace::{self, SpanKind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What one attempt at running an epoch came to.
+pub(super) enum Attempt<R> {
+    Finished(Control<R>),
+    Rollback,
+    AwaitHomefree,
+    Panicked(Payload),
+}
+
+impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    /// Runs a freshly claimed epoch speculatively until it finishes, then publishes it.
+    pub(super) fn run_epoch(
+        &self,
+        mut work: Work<It::Item, S>,
+        ts: &mut ThreadStats,
+        votes: &mut Votes,
+    ) {
+        let index = work.index;
+        let tag = make_tag(self.serial, index);
+        self.ring.slot(index).reset(tag);
+        let cx = EpochCx::new(tag, &self.ring, &self.watermark);
+        let end = {
+            let _current = CurrentGuard::set(Some(&cx));
+            // The item's clone and the first state are user code too: a panic there
+            // ends the epoch like one in its body.
+            let first = catch_unwind(AssertUnwindSafe(|| (self.start)(work.items[0].clone())));
+            match first {
+                Ok(first) => work.snaps.push(Snapshot {
+                    item: 0,
+                    state: first,
+                    started: Instant::now(),
+                }),
+                Err(p) => {
+                    drop(_current);
+                    let done = Done {
+                        segment: 0,
+                        logs: cx.take_logs(),
+                        work,
+                        end: EpochEnd::Panic(p),
+                    };
+                    self.publish(Box::new(done), ts);
+                    self.commit_chain(ts, votes);
+                    return;
+                }
+            }
+            loop {
+                let t0 = self.stamp();
+                let attempt = self.attempt(&cx, &mut work);
+                if let (Some(name), Some(t0)) = (&self.trace, t0)
+                    && !matches!(attempt, Attempt::Rollback)
+                {
+                    trace::span(SpanKind::Ran, name, index, t0, Instant::now(), None);
+                }
+                match attempt {
+                    Attempt::Rollback => {
+                        let (target, cause) = self.ring.slot(index).take_violation();
+                        if let (Some(name), Some(t0)) = (&self.trace, t0) {
+                            let detail = cause.map(describe_violation);
+                            trace::span(
+                                SpanKind::Violated,
+                                name,
+                                index,
+                                t0,
+                                Instant::now(),
+                                detail,
+                            );
+                        }
+                        if self.stop.load(Ordering::Acquire) < index {
+                            self.squash(&cx, &mut work, ts);
+                            return;
+                        }
+                        self.roll_back(&cx, &mut work, target, cause, ts);
+                    }
+                    Attempt::Finished(control) => break EpochEnd::Control(control),
+                    Attempt::Panicked(p) => break EpochEnd::Panic(p),
+                    Attempt::AwaitHomefree => break EpochEnd::RerunHomefree,
+                }
+            }
+        };
+        if matches!(end, EpochEnd::Control(Control::Continue))
+            && self.watermark.load(Ordering::Acquire) == index
+            && self.ring.slot(index).pending(Ordering::Acquire) == NOT_VIOLATED
+            && self.stop.load(Ordering::Acquire) == NO_STOP
+        {
+            // Homefree already and never violated: nothing can violate it any more
+            // (every earlier epoch has committed), so commit it right here rather
+            // than publish it for a commit that would be this thread's next step
+            // anyway (no hand-off, no second context).
+            cx.set_homefree();
+            let committed = {
+                let _current = CurrentGuard::set(Some(&cx));
+                self.commit_and_count(&cx, &work, None, ts, votes)
+            };
+            if let Err((target, cause)) = committed {
+                // Plain code or another loop changed what it read: re-run it here.
+                let done = Done {
+                    segment: cx.segment.get(),
+                    logs: cx.take_logs(),
+                    work,
+                    end: EpochEnd::Violated(target, cause),
+                };
+                drop(cx);
+                self.settle(done, ts, votes);
+            }
+            self.commit_chain(ts, votes);
+            return;
+        }
+        work.finished = Some(Instant::now());
+        let done = Done {
+            segment: cx.segment.get(),
+            logs: cx.take_logs(),
+            work,
+            end,
+        };
+        self.publish(Box::new(done), ts);
+        self.commit_chain(ts, votes);
+    }
+
+    /// One run of the epoch's body from the start of its current segment.
+    pub(super) fn attempt(&self, cx: &EpochCx, work: &mut Work<It::Item, S>) -> Attempt<R> {
+        let seg = cx.segment.get() as usize;
+        let Work { items, snaps, .. } = work;
+        let (pos, state) = (snaps[seg].item, snaps[seg].state.clone());
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            self.run_from(cx, items, pos, state, snaps)
+        }));
+        cx.raising.set(false);
+        match r {
+            Ok(control) => Attempt::Finished(control),
+            Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,
+            Err(p) if p.is::<AwaitHomefreeSignal>() => Attempt::AwaitHomefree,
+            Err(p) => Attempt::Panicked(p),
+        }
+    }
+
+    /// Runs segments from `pos`/`state` to the end of the epoch's items.
+    fn run_from(
+        &self,
+        cx: &EpochCx,
+        items: &[It::Item],
+        mut pos: usize,
+        mut state: S,
+        snaps: &mut Vec<Snapshot<S>>,
+    ) -> Control<R> {
+        loop {
+            match (self.step)(state) {
+                Step::Checkpoint(next) => {
+                    checkpoint(cx, pos, &next, snaps);
+                    state = next;
+                }
+                Step::Done(Control::Continue) => {
+                    pos += 1;
+                    if pos == items.len() {
+                        return Control::Continue;
+                    }
+                    // The next item of a chunk. Not a checkpoint: chunks exist because
+                    // iterations are short, and a snapshot per iteration would cost as
+                    // much as the iteration; a rollback goes back to the chunk's start
+                    // (or to an explicit checkpoint).
+                    state = (self.start)(items[pos].clone());
+                }
+                Step::Done(other) => return other,
+            }
+        }
+    }
+}
+
+/// A checkpoint reached at item `pos`: starts the next segment, keeping a snapshot of
+/// the state `next` it starts from.
+fn checkpoint<S: Clone>(cx: &EpochCx, pos: usize, next: &S, snaps: &mut Vec<Snapshot<S>>) {
+    cx.check_violation();
+    let seg = cx.segment.get() + 1;
+    cx.segment.set(seg);
+    snaps.truncate(seg as usize);
+    snaps.push(Snapshot {
+        item: pos,
+        state: next.clone(),
+        started: Instant::now(),
+    });
+}

@@ -1,0 +1,119 @@
+//! Claiming epochs: pulling the next epoch's items from the loop's iterator, within the
+//! window of epochs in flight.
+
+use super::work::{Done, EpochEnd, Work};
+use super::{NO_STOP, Payload, Shared};
+use crate::control::Step;
+use crate::epoch::{Logs, make_tag};
+use crate::report::ThreadStats;
+use crate::sync::lock;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+
+/// The loop's iterator and how far it has been claimed (behind the claim lock).
+pub(super) struct Claim<It> {
+    pub(super) iter: It,
+    pub(super) next: u64,
+    pub(super) done: bool,
+    /// The iterator panicked producing the item of epoch `next`.
+    pub(super) iter_panic: Option<Payload>,
+}
+
+/// What a thread's attempt to claim an epoch came to.
+pub(super) enum Claimed<T, S> {
+    Epoch(Work<T, S>),
+    /// Epochs ran in order on this thread (adaptive fallback).
+    RanInOrder,
+    /// The window of epochs in flight is full.
+    WindowFull,
+    /// In-order mode and another thread's epoch is still in flight.
+    NotMyTurn,
+    Finished,
+}
+
+impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    pub(super) fn claim(&self, ts: &mut ThreadStats) -> Claimed<It::Item, S> {
+        if self.stop.load(Ordering::Acquire) != NO_STOP {
+            return Claimed::Finished;
+        }
+        let mut c = lock(&self.claim);
+        let w = self.watermark.load(Ordering::Acquire);
+        if c.next >= w + self.ring.len() {
+            return Claimed::WindowFull;
+        }
+        if let Some(p) = c.iter_panic.take() {
+            // Sequentially the iterator's panic comes once every earlier iteration is
+            // done: publish it as an epoch that ends the loop with it.
+            let index = c.next;
+            c.next += 1;
+            drop(c);
+            self.ring.slot(index).reset(make_tag(self.serial, index));
+            let done = Done {
+                work: Work {
+                    index,
+                    items: Vec::new(),
+                    snaps: Vec::new(),
+                    rolled_back: false,
+                    finished: None,
+                },
+                segment: 0,
+                logs: Logs::default(),
+                end: EpochEnd::IterPanic(p),
+            };
+            self.publish(Box::new(done), ts);
+            return Claimed::NotMyTurn;
+        }
+        if c.done {
+            return Claimed::Finished;
+        }
+        if self.site.in_order() {
+            if c.next != w {
+                return Claimed::NotMyTurn;
+            }
+            self.run_stretch_in_order(&mut c, ts);
+            return Claimed::RanInOrder;
+        }
+        let chunk = self.chunk.unwrap_or_else(|| self.site.chunk());
+        let mut items = Vec::with_capacity(chunk);
+        while items.len() < chunk {
+            match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(p) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    c.iter_panic = Some(p);
+                    break;
+                }
+            }
+        }
+        if items.is_empty() {
+            return Claimed::NotMyTurn;
+        }
+        let index = c.next;
+        assert!(
+            index < u64::from(u32::MAX),
+            "a loop ran more than 2^32 epochs"
+        );
+        c.next += 1;
+        Claimed::Epoch(Work {
+            index,
+            items,
+            snaps: Vec::new(),
+            rolled_back: false,
+            finished: None,
+        })
+    }
+}

@@ -1,0 +1,94 @@
+//! The adaptive fallback's in-order stretch: while speculation does not pay for a loop
+//! site, the thread whose turn it is runs the following iterations itself, in order,
+//! like the plain loop.
+
+use super::claim::Claim;
+use super::{LoopEnding, Shared};
+use crate::control::{Control, Step, run_iteration};
+use crate::report::ThreadStats;
+use crate::trace::{self, SpanKind};
+use crate::workers;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    /// Adaptive fallback: speculation does not pay for this loop site and no epoch is
+    /// in flight, so run epochs right here, in order, like the plain loop (no tracking,
+    /// no per-epoch bookkeeping), until the site wants to probe speculation again.
+    /// Holds the claim lock, so no other thread starts an epoch meanwhile.
+    pub(super) fn run_stretch_in_order(&self, c: &mut Claim<It>, ts: &mut ThreadStats) {
+        let t0 = Instant::now();
+        let first = c.next;
+        // Only this thread runs epochs now (it holds the claim lock): take the whole
+        // in-order stretch at once and touch the shared words (site, watermark) only
+        // at its end, not once per iteration.
+        let budget = self.site.in_order_budget();
+        let mut n = 0;
+        let mut ended = false;
+        while n < budget {
+            let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    c.done = true;
+                    self.claimable.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(p) => {
+                    let index = c.next;
+                    c.next += 1;
+                    self.end_loop(index, LoopEnding::Panic(p), Some(c));
+                    ended = true;
+                    break;
+                }
+            };
+            let index = c.next;
+            c.next += 1;
+            n += 1;
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                run_iteration((self.start)(item), self.step)
+            }));
+            let ending = match run {
+                Ok(Control::Continue) => None,
+                Ok(Control::Break) => Some(LoopEnding::Break),
+                Ok(Control::Return(r)) => Some(LoopEnding::Return(r)),
+                Err(p) => Some(LoopEnding::Panic(p)),
+            };
+            if let Some(e) = ending {
+                self.end_loop(index, e, Some(c));
+                ended = true;
+                break;
+            }
+        }
+        if !ended {
+            self.watermark.store(c.next, Ordering::Release);
+        }
+        if self.site.ran_in_order(n) {
+            // Speculation resumes: a new window, and the workers back.
+            self.window.open();
+            workers::wake();
+        }
+        ts.epochs += n;
+        ts.items += n;
+        ts.in_order_epochs += n;
+        if let Some(name) = &self.trace {
+            let detail = format!("{n} iterations from epoch {first}");
+            trace::span(
+                SpanKind::InOrder,
+                name,
+                first,
+                t0,
+                Instant::now(),
+                Some(detail),
+            );
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Rolling back: a violated epoch goes back to the start of the segment of the violated
+//! load (undo actions run newest first, its later writes and commit-time actions are
+//! discarded); a squashed epoch goes all the way back and never re-runs; an epoch that
+//! ends the loop squashes every later one.
+
+use super::claim::Claim;
+use super::work::{Done, Work};
+use super::{LoopEnding, Shared};
+use crate::control::Step;
+use crate::epoch::{Cause, CurrentGuard, EpochCx, make_tag};
+use crate::memory::undo_to;
+use crate::report::{SourceLocation, ThreadStats};
+use crate::rules::lost_enough;
+use crate::sync::lock;
+use crate::trace::{self, SpanKind};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
+where
+    It: Iterator + Send,
+    It::Item: Clone + Send,
+    S: Clone + Send,
+    R: Send,
+    St: Fn(It::Item) -> S + Sync,
+    Sp: Fn(S) -> Step<S, R> + Sync,
+{
+    /// Rolls the epoch back to the start of segment `target`: runs the undo actions
+    /// registered since (newest first), drops its later commit-time actions, discards
+    /// the versions it wrote since (violating the epochs that read them), and counts
+    /// the work lost.
+    pub(super) fn roll_back(
+        &self,
+        cx: &EpochCx,
+        work: &mut Work<It::Item, S>,
+        target: u32,
+        cause: Option<Cause>,
+        ts: &mut ThreadStats,
+    ) {
+        let target = target.min(cx.segment.get());
+        // The work lost ends where the last attempt ended: an epoch violated while it
+        // waited for commit lost its run, not its wait.
+        let end = work.finished.take().unwrap_or_else(Instant::now);
+        let lost = end.saturating_duration_since(work.snaps[target as usize].started);
+        ts.wasted += lost;
+        ts.rollbacks += 1;
+        // For the adaptive policy an epoch counts as rolled back when the rollback
+        // threw away a good part of it; going back to a late checkpoint costs little
+        // and is what checkpoints are for.
+        let so_far = end.saturating_duration_since(work.snaps[0].started);
+        if lost_enough(lost, so_far) {
+            work.rolled_back = true;
+        }
+        if let Some(c) = cause {
+            ts.violation(c.store, c.load, target, c.load_ordinal, lost);
+        }
+        undo_to(cx, target);
+        work.snaps.truncate(target as usize + 1);
+        work.snaps[target as usize].started = Instant::now();
+        *cx.held_panic.borrow_mut() = None;
+    }
+
+    /// Rolls a squashed epoch all the way back; it is never re-run.
+    pub(super) fn squash(&self, cx: &EpochCx, work: &mut Work<It::Item, S>, ts: &mut ThreadStats) {
+        if let Some(first) = work.snaps.first() {
+            ts.wasted += first.started.elapsed();
+            if let Some(name) = &self.trace {
+                trace::span(
+                    SpanKind::Squashed,
+                    name,
+                    work.index,
+                    first.started,
+                    Instant::now(),
+                    None,
+                );
+            }
+        }
+        ts.squashed += 1;
+        undo_to(cx, 0);
+    }
+
+    /// Squashes a finished epoch taken from its done slot.
+    pub(super) fn squash_done(&self, done: Done<It::Item, S, R>, ts: &mut ThreadStats) {
+        let Done {
+            mut work,
+            segment,
+            logs,
+            ..
+        } = done;
+        let cx = EpochCx::new(
+            make_tag(self.serial, work.index),
+            &self.ring,
+            &self.watermark,
+        );
+        cx.put_logs(logs);
+        cx.segment.set(segment);
+        let _current = CurrentGuard::set(Some(&cx));
+        self.squash(&cx, &mut work, ts);
+    }
+
+    /// Epoch `index` (homefree, committed) ends the loop: record how, stop claiming,
+    /// squash every later epoch, running or finished. `claim` is the claim state if
+    /// the caller holds its lock.
+    pub(super) fn end_loop(
+        &self,
+        index: u64,
+        ending: LoopEnding<R>,
+        claim: Option<&mut Claim<It>>,
+    ) {
+        *lock(&self.ending) = Some(ending);
+        self.stop.store(index, Ordering::SeqCst);
+        self.claimable.store(false, Ordering::Relaxed);
+        match claim {
+            Some(c) => c.done = true,
+            None => lock(&self.claim).done = true,
+        }
+        self.ring.squash_after(self.serial, index);
+        let mut ts = ThreadStats::default();
+        for slot in self.done.iter() {
+            let taken = {
+                let mut g = lock(slot);
+                match g.as_ref() {
+                    Some(d) if d.work.index > index => g.take(),
+                    _ => None,
+                }
+            };
+            if let Some(d) = taken {
+                self.squash_done(*d, &mut ts);
+            }
+        }
+        lock(&self.stats).merge(ts);
+    }
+}
+
+/// "store file:line:col -> load file:line:col", for traces.
+pub(super) fn describe_violation(c: Cause) -> String {
+    format!(
+        "store {} -> load {}",
+        SourceLocation(c.store),
+        SourceLocation(c.load)
+    )
+}

@@ -1,0 +1,60 @@
+//! An epoch as the scheduler carries it: claimed and running ([`Work`]: its items and
+//! the checkpoint [`Snapshot`]s its segments start from), then finished ([`Done`]:
+//! its logs and how it ended, [`EpochEnd`]), waiting for commit in its [`DoneSlot`].
+
+use super::Payload;
+use crate::control::Control;
+use crate::epoch::Cause;
+use crate::epoch::Logs;
+use crate::sync::Mutex;
+use crossbeam_utils::CachePadded;
+use std::time::Instant;
+
+/// Where a segment of an epoch starts: the epoch's start (segment 0) or a checkpoint.
+pub(super) struct Snapshot<S> {
+    /// The position, in the epoch's items, of the item the segment runs.
+    pub(super) item: usize,
+    /// A clone of the state the segment starts from.
+    pub(super) state: S,
+    /// When the segment started (last started, after a rollback to it).
+    pub(super) started: Instant,
+}
+
+/// An epoch's work: its items and, per segment, the position and state it starts
+/// from and when it started.
+pub(super) struct Work<T, S> {
+    pub(super) index: u64,
+    pub(super) items: Vec<T>,
+    pub(super) snaps: Vec<Snapshot<S>>,
+    /// A rollback threw away at least a quarter of the epoch's work so far (see
+    /// [`crate::rules::lost_enough`]).
+    pub(super) rolled_back: bool,
+    /// When its last attempt finished, while it waits (published) for commit: a
+    /// violation found then loses the work up to this moment, not the wait.
+    pub(super) finished: Option<Instant>,
+}
+
+/// How a finished epoch ended.
+pub(super) enum EpochEnd<R> {
+    Control(Control<R>),
+    /// A panic; real if the epoch turns out homefree without a violation.
+    Panic(Payload),
+    /// An escaped call's argument check failed: re-run once homefree.
+    RerunHomefree,
+    /// The loop's iterator panicked producing this epoch's item.
+    IterPanic(Payload),
+    /// Its commit found it violated (by plain code or another loop): re-run from the
+    /// segment, for the cause.
+    Violated(u32, Option<Cause>),
+}
+
+/// A finished epoch waiting to be committed.
+pub(super) struct Done<T, S, R> {
+    pub(super) work: Work<T, S>,
+    pub(super) segment: u32,
+    pub(super) logs: Logs,
+    pub(super) end: EpochEnd<R>,
+}
+
+/// Where a finished epoch waits for commit: one per position in the epoch ring.
+pub(super) type DoneSlot<T, S, R> = CachePadded<Mutex<Option<Box<Done<T, S, R>>>>>;
