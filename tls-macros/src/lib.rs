@@ -3,8 +3,8 @@
 //! speculative epochs with the sequential result, or the build says what to change.
 //!
 //! Each macro is parse (`ast.rs`, `attr.rs`) -> validate (`valid.rs`, with `scan.rs` and
-//! `body.rs` reading the function; every error collected) -> generate (`expand.rs`, which
-//! raises none). The rewrites:
+//! `body.rs` reading the function; every error collected) -> generate (`expand/`, which
+//! raises none; one file per rewrite). The rewrites:
 //!
 //! # `#[tls_loop]`
 //!

@@ -1,7 +1,7 @@
 //! Reading a `#[tls_loop]` function without changing it: which loops run as epochs,
 //! what a loop body binds and mentions, which outer variables it accumulates into,
 //! which locals live across each `checkpoint!()`. `valid.rs` reports the problems
-//! found here; `expand.rs` trusts the rest.
+//! found here; `expand/` trusts the rest.
 
 use crate::attr;
 use crate::symbol::{self, ACCUMULATING_METHODS};

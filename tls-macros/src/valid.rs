@@ -1,5 +1,5 @@
 //! Checks, collected so that one build shows every problem (serde's `Ctxt`). Nothing
-//! here changes the code; what passes goes to `expand.rs` as a plan.
+//! here changes the code; what passes goes to `expand/` as a plan.
 
 use crate::ast::{LoopFn, SpecFn, SpecPlan};
 use crate::attr::{self, EscapeArgs, Kind, LoopArgs};

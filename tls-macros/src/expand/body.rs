@@ -1,0 +1,269 @@
+//! Rewriting one segment of an epoch loop's body (what `crate::body` read, this
+//! changes): control flow that leaves the epoch becomes a `Step`, accumulations into
+//! outer variables are recorded, loops poll for a violation, prints are delayed.
+
+use super::print::delayed_print;
+use super::rt::{rt, rt_at};
+use crate::{attr, scan};
+use proc_macro2::{Ident, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::visit_mut::{self, VisitMut};
+use syn::{Expr, Stmt, parse_quote, parse_quote_spanned};
+
+/// The accumulator of the outer variable `v`.
+pub(super) fn acc_ident(v: &Ident) -> Ident {
+    format_ident!("__tls_acc_{}", v)
+}
+
+/// Rewrites one segment of an epoch body.
+pub(super) struct BodyRewriter<'a> {
+    label: Option<String>,
+    closures: usize,
+    loops: usize,
+    accumulated: &'a [Ident],
+    /// Accumulated `&mut T` parameters: the accumulator holds `&mut *p`.
+    reborrowed: &'a [Ident],
+}
+
+impl<'a> BodyRewriter<'a> {
+    /// A rewriter for the body of the epoch loop labelled `label` (if it is), whose
+    /// accumulators are those of `accumulated`.
+    pub(super) fn new(
+        label: Option<String>,
+        accumulated: &'a [Ident],
+        reborrowed: &'a [Ident],
+    ) -> Self {
+        BodyRewriter {
+            label,
+            closures: 0,
+            loops: 0,
+            accumulated,
+            reborrowed,
+        }
+    }
+}
+
+impl BodyRewriter<'_> {
+    fn targets_this_loop(&self, label: Option<&syn::Lifetime>) -> bool {
+        if self.closures > 0 {
+            return false;
+        }
+        match label {
+            Some(l) => self.label.as_deref() == Some(&*l.ident.to_string()),
+            None => self.loops == 0,
+        }
+    }
+
+    fn accumulator(&self, i: &Ident) -> Option<Ident> {
+        self.accumulated
+            .iter()
+            .any(|a| a == i)
+            .then(|| acc_ident(i))
+    }
+
+    fn loop_body(&mut self, body: &mut syn::Block) {
+        self.loops += 1;
+        self.visit_block_mut(body);
+        self.loops -= 1;
+        // Before: while c { body }
+        // After:  while c { ::tls_runtime::__private::poll(); body }
+        let rt = rt();
+        body.stmts.insert(0, parse_quote!(#rt::poll();));
+    }
+}
+
+impl VisitMut for BodyRewriter<'_> {
+    fn visit_stmt_mut(&mut self, s: &mut Stmt) {
+        if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s
+            && let Some(acc) = scan::accumulating_receiver(call).and_then(|r| self.accumulator(r))
+        {
+            for a in call.args.iter_mut() {
+                self.visit_expr_mut(a);
+            }
+            *s = Stmt::Expr(Expr::Verbatim(record_method(&acc, call)), None);
+            return;
+        }
+        if let Stmt::Macro(m) = s
+            && let Some(e) = delayed_print(&m.mac)
+        {
+            let semi = m.semi_token.or(Some(Default::default()));
+            *s = Stmt::Expr(Expr::Verbatim(e), semi);
+            return;
+        }
+        visit_mut::visit_stmt_mut(self, s);
+    }
+
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        let rt = rt();
+        match e {
+            Expr::Closure(_) | Expr::Async(_) => {
+                self.closures += 1;
+                visit_mut::visit_expr_mut(self, e);
+                self.closures -= 1;
+            }
+            Expr::ForLoop(l) => {
+                l.attrs.retain(|a| !attr::is_tls_loop(a));
+                self.visit_expr_mut(&mut l.expr);
+                self.loop_body(&mut l.body);
+            }
+            Expr::While(l) => {
+                l.attrs.retain(|a| !attr::is_tls_loop(a));
+                self.visit_expr_mut(&mut l.cond);
+                self.loop_body(&mut l.body);
+            }
+            Expr::Loop(l) => {
+                l.attrs.retain(|a| !attr::is_tls_loop(a));
+                self.loop_body(&mut l.body);
+            }
+            // Before: break            (this loop's)
+            // After:  return Step::Done(Control::Break)
+            Expr::Break(b) if self.targets_this_loop(b.label.as_ref()) => {
+                let span = b.break_token.span;
+                *e = parse_quote_spanned!(span=> return #rt::Step::Done(#rt::Control::Break));
+            }
+            // Before: continue         (this loop's)
+            // After:  return Step::Done(Control::Continue)
+            Expr::Continue(c) if self.targets_this_loop(c.label.as_ref()) => {
+                let span = c.continue_token.span;
+                *e = parse_quote_spanned!(span=> return #rt::Step::Done(#rt::Control::Continue));
+            }
+            // Before: return value
+            // After:  return Step::Done(Control::Return(value))
+            Expr::Return(r) if self.closures == 0 => {
+                if let Some(v) = &mut r.expr {
+                    self.visit_expr_mut(v);
+                }
+                let v = match &r.expr {
+                    Some(v) => quote!(#v),
+                    None => quote!(()),
+                };
+                let span = r.return_token.span;
+                *e = parse_quote_spanned!(span=> return #rt::Step::Done(#rt::Control::Return(#v)));
+            }
+            Expr::Try(t) if self.closures == 0 => {
+                self.visit_expr_mut(&mut t.expr);
+                *e = Expr::Verbatim(try_as_step(t));
+            }
+            Expr::Binary(b) if scan::is_assign_op(&b.op) => {
+                let target_var = scan::plain_target(&b.left).cloned();
+                let acc = target_var.as_ref().and_then(|i| self.accumulator(i));
+                self.visit_expr_mut(&mut b.right);
+                if let (Some(acc), Some(var)) = (acc, target_var) {
+                    let target = if self.reborrowed.contains(&var) {
+                        quote!((*__tls_target))
+                    } else {
+                        retarget(&b.left)
+                    };
+                    *e = Expr::Verbatim(record_assign(&acc, b, target));
+                } else {
+                    self.visit_expr_mut(&mut b.left);
+                }
+            }
+            Expr::Macro(m) => {
+                if let Some(x) = delayed_print(&m.mac) {
+                    *e = Expr::Verbatim(x);
+                }
+            }
+            _ => visit_mut::visit_expr_mut(self, e),
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// `value?` in an epoch, returning the residual from the function.
+///
+/// ```text
+/// // Before
+/// value?
+/// // After
+/// match branch(value) {
+///     Continue(v) => v,
+///     Break(r) => return Step::Done(Control::Return(from_residual(r))),
+/// }
+/// ```
+fn try_as_step(t: &syn::ExprTry) -> TokenStream {
+    let rt = rt();
+    let inner = &t.expr;
+    let q = t.question_token.span;
+    let rt_q = rt_at(q);
+    let branch = quote_spanned!(q=> #rt_q::branch(#inner));
+    let from = quote_spanned!(q=> #rt_q::from_residual(__tls_residual));
+    quote! {
+        match #branch {
+            ::core::ops::ControlFlow::Continue(__tls_value) => __tls_value,
+            ::core::ops::ControlFlow::Break(__tls_residual) => {
+                return #rt::Step::Done(#rt::Control::Return(#from))
+            }
+        }
+    }
+}
+
+/// `total += x` as a recorded accumulation into `target` (the accumulator's `&mut`).
+///
+/// ```text
+/// // Before
+/// total += x
+/// // After
+/// { let v = x; __tls_acc_total.record(move |t| { (*t) += v; }) }
+/// ```
+fn record_assign(acc: &Ident, b: &syn::ExprBinary, target: TokenStream) -> TokenStream {
+    let op = &b.op;
+    let right = &b.right;
+    let span = syn::spanned::Spanned::span(b);
+    let acc = Ident::new(&acc.to_string(), span);
+    let record = quote_spanned!(span=> #acc.record);
+    quote! {
+        {
+            let __tls_value = #right;
+            #record(move |__tls_target| { #target #op __tls_value; })
+        }
+    }
+}
+
+/// The accumulation target with its variable replaced by the accumulator's `&mut`.
+fn retarget(e: &Expr) -> TokenStream {
+    match e {
+        Expr::Paren(p) => retarget(&p.expr),
+        Expr::Unary(u) => {
+            let inner = retarget(&u.expr);
+            quote!(*#inner)
+        }
+        _ => quote!((*__tls_target)),
+    }
+}
+
+/// `out.push(x);` as a recorded accumulation.
+///
+/// ```text
+/// // Before
+/// out.push(f(x));
+/// out.extend(iter);
+/// // After
+/// { let a0 = f(x); __tls_acc_out.record(move |t| { (*t).push(a0); }); }
+/// { let a0: Vec<_> = IntoIterator::into_iter(iter).collect(); __tls_acc_out.record(move |t| { (*t).extend(a0); }); }
+/// ```
+fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
+    let method = &call.method;
+    let turbofish = &call.turbofish;
+    let names: Vec<Ident> = (0..call.args.len())
+        .map(|i| format_ident!("__tls_arg_{}", i))
+        .collect();
+    let lets = call.args.iter().zip(&names).map(|(a, n)| {
+        if method == "extend" {
+            // The items are computed in the epoch, which may read speculative data.
+            quote!(let #n: ::std::vec::Vec<_> = ::core::iter::IntoIterator::into_iter(#a).collect();)
+        } else {
+            quote!(let #n = #a;)
+        }
+    });
+    let span = syn::spanned::Spanned::span(call);
+    let acc = Ident::new(&acc.to_string(), span);
+    let record = quote_spanned!(span=> #acc.record);
+    quote! {
+        {
+            #(#lets)*
+            #record(move |__tls_target| { (*__tls_target).#method #turbofish(#(#names),*); });
+        }
+    }
+}
