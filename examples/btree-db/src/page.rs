@@ -45,7 +45,7 @@ pub(crate) const KIND_FREE: u8 = 4;
 /// and byte ranges. This is the only way the database touches page contents.
 ///
 /// Offsets must lie inside the page; callers guarantee it by validating a
-/// page's structure when it is read from disk ([`validate_page`]).
+/// page's structure when it is read from disk ([`validate_page`](crate::validate_page)).
 pub trait PageAccess {
     /// The page size in bytes.
     fn page_size(&self) -> usize;
