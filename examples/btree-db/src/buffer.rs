@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, PageId, Result};
 use crate::frame::{FrameData, PageMut, PageRef};
+use crate::node;
 use crate::page::{self, PageAccess, PageBuf, PageWrite};
 use crate::pager::Pager;
 use crate::wal::Wal;
@@ -258,7 +259,7 @@ impl BufferPool {
         let loaded = (|| {
             let mut buf = PageBuf::new(self.page_size());
             self.pager.read_page(id, buf.as_bytes_mut())?;
-            match page::verify(id, buf.as_bytes()) {
+            match node::verify(id, buf.as_bytes()) {
                 Ok(()) => {}
                 Err(Error::BadChecksum { .. } | Error::Corrupt { .. }) if torn_ok => {
                     buf.as_bytes_mut().fill(0);

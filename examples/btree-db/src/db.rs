@@ -1,213 +1,45 @@
-//! The database: options, catalog, open / recovery, checkpoints.
+//! The database: open / recovery, the catalog in memory, checkpoints.
+//!
+//! Transactions begin in `crate::txn` ([`Database::begin`]); tables and
+//! indexes are created and dropped in `crate::ddl`.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Duration;
 
-use crate::btree::{CATALOG_ROOT, META_PAGE, Modify, Outcome, Store};
+use crate::btree::{CATALOG_ROOT, CursorState, META_PAGE, Store};
 use crate::buffer::{BufferPool, IdMap};
+use crate::catalog::{Catalog, TableId, TableInfo, decode_entry};
 use crate::error::{Error, PageId, Result};
-use crate::lock::{LockManager, LockMode, table_lock_name};
+use crate::lock::LockManager;
 use crate::node;
-use crate::page::{self, PageBuf};
+use crate::options::{Limits, Options, Stats, SyncMode};
+use crate::page::{self, PageAccess, PageBuf};
 use crate::pager::{FileHeader, Pager};
-use crate::txn::{Txn, TxnScratch};
+use crate::recovery;
+use crate::scratch::TxnScratch;
 use crate::wal::{FIRST_LSN, Wal};
-
-/// When a commit waits for its log records to reach the disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum SyncMode {
-    /// Commit does not write the log; it is written when the log buffer fills,
-    /// at checkpoints, and before dirty pages are written. A process crash
-    /// may lose the latest commits but never leaves the database
-    /// inconsistent; a power failure may (like SQLite's `synchronous=OFF`),
-    /// because pages are written back without syncing the log first.
-    Off,
-    /// Commit writes its log records to the operating system (survives a
-    /// process crash, not a power failure).
-    #[default]
-    Normal,
-    /// Commit writes and `fdatasync`s the log (group commit shares one sync
-    /// among concurrent committers).
-    Full,
-}
-
-/// How to open a database.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Page size in bytes when creating a file: a power of two from 512 to
-    /// 32768. An existing file keeps its own page size. Default 4096.
-    pub page_size: usize,
-    /// Buffer pool size in pages. Default 16384 (64 MiB at 4 KiB pages).
-    pub pool_pages: usize,
-    /// Commit durability.
-    pub sync: SyncMode,
-    /// How long a lock request waits before [`crate::Error::LockTimeout`].
-    pub lock_timeout: Duration,
-    /// Take a checkpoint automatically once this many log bytes were written
-    /// since the last one (0 disables automatic checkpoints).
-    pub checkpoint_log_bytes: u64,
-    /// Size of one log segment file (at least 64 KiB). Checkpoints delete
-    /// whole segments that recovery no longer needs. Default 64 MiB.
-    pub log_segment_bytes: u64,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            page_size: 4096,
-            pool_pages: 16384,
-            sync: SyncMode::Normal,
-            lock_timeout: Duration::from_secs(5),
-            checkpoint_log_bytes: 256 << 20,
-            log_segment_bytes: 64 << 20,
-        }
-    }
-}
-
-/// Identifies a table or index; cheap to copy, valid for the life of the table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TableId(pub(crate) u32);
-
-impl TableId {
-    /// The numeric id stored in the catalog.
-    pub fn as_u32(self) -> u32 {
-        self.0
-    }
-}
-
-/// Whether a catalog entry is a table or a secondary index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableKind {
-    /// A table.
-    Table,
-    /// A secondary index over the given table.
-    Index {
-        /// The indexed table.
-        table: TableId,
-    },
-}
-
-/// A catalog entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TableInfo {
-    /// Its id.
-    pub id: TableId,
-    /// Its name.
-    pub name: String,
-    /// Table or index.
-    pub kind: TableKind,
-    /// The B-link tree root page (it never moves).
-    pub root: crate::PageId,
-}
-
-/// Size limits, which depend on the page size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// The page size.
-    pub page_size: usize,
-    /// Longest key in bytes.
-    pub max_key: usize,
-    /// Longest key plus value in bytes.
-    pub max_entry: usize,
-}
-
-/// Counters for benchmarks and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Pages read from the file.
-    pub page_reads: u64,
-    /// Pages written to the file.
-    pub page_writes: u64,
-    /// `get_page` calls served from the pool.
-    pub pool_hits: u64,
-    /// Bytes appended to the log.
-    pub log_bytes: u64,
-    /// Log flushes (writes of the log buffer).
-    pub log_flushes: u64,
-    /// Log syncs.
-    pub log_syncs: u64,
-    /// Checkpoints taken.
-    pub checkpoints: u64,
-    /// Transactions committed.
-    pub commits: u64,
-    /// Transactions aborted.
-    pub aborts: u64,
-    /// Deadlocks detected.
-    pub deadlocks: u64,
-}
-
-/// The in-memory copy of the catalog.
-#[derive(Default)]
-pub(crate) struct Catalog {
-    by_id: IdMap<u32, TableInfo>,
-    by_name: HashMap<String, u32>,
-}
-
-fn encode_entry(info: &TableInfo) -> [u8; 9] {
-    let mut v = [0u8; 9];
-    v[0..4].copy_from_slice(&info.root.to_le_bytes());
-    let (kind, parent) = match info.kind {
-        TableKind::Table => (0u8, 0u32),
-        TableKind::Index { table } => (1, table.0),
-    };
-    v[4] = kind;
-    v[5..9].copy_from_slice(&parent.to_le_bytes());
-    v
-}
-
-fn decode_entry(name: &[u8], v: &[u8]) -> Result<TableInfo> {
-    let bad = Error::Corrupt {
-        page: CATALOG_ROOT,
-        reason: "bad catalog entry",
-    };
-    if v.len() != 9 {
-        return Err(bad);
-    }
-    let root = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-    let parent = u32::from_le_bytes([v[5], v[6], v[7], v[8]]);
-    let kind = match v[4] {
-        0 => TableKind::Table,
-        1 => TableKind::Index {
-            table: TableId(parent),
-        },
-        _ => return Err(bad),
-    };
-    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corrupt {
-        page: CATALOG_ROOT,
-        reason: "catalog name is not UTF-8",
-    })?;
-    Ok(TableInfo {
-        id: TableId(root),
-        name,
-        kind,
-        root,
-    })
-}
 
 /// An open database. `Send + Sync`: share it between threads with `Arc`.
 pub struct Database {
     pub(crate) store: Store,
     pub(crate) locks: LockManager,
-    catalog: RwLock<Catalog>,
-    ddl: Mutex<()>,
+    pub(crate) catalog: RwLock<Catalog>,
+    /// Serializes creating and dropping tables.
+    pub(crate) ddl: Mutex<()>,
     pub(crate) options: Options,
-    limits: Limits,
+    pub(crate) limits: Limits,
     pub(crate) next_txn: AtomicU64,
     /// Transactions that wrote: id -> a lower bound of their first LSN.
     active: Mutex<IdMap<u64, u64>>,
     checkpoint_lock: Mutex<()>,
-    txn_cache: Mutex<Vec<TxnScratch>>,
+    pub(crate) txn_cache: Mutex<Vec<TxnScratch>>,
     crashed: std::sync::atomic::AtomicBool,
     last_checkpoint: AtomicU64,
     pub(crate) commits: AtomicU64,
     pub(crate) aborts: AtomicU64,
     pub(crate) deadlocks: AtomicU64,
     checkpoints: AtomicU64,
-    #[allow(dead_code)]
-    path: PathBuf,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -286,9 +118,8 @@ impl Database {
             aborts: AtomicU64::new(0),
             deadlocks: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
-            path,
         };
-        crate::recovery::recover(&db, &header)?;
+        recovery::recover(&db.store, &header, &db.next_txn)?;
         db.checkpoint()?;
         let pages = db.store.page_count()?;
         if db.store.pool.pager().len_pages()? < pages as u64 {
@@ -302,7 +133,7 @@ impl Database {
 
     fn load_catalog(&self) -> Result<()> {
         let mut cat = Catalog::default();
-        let mut cur = crate::btree::CursorState::open(
+        let mut cur = CursorState::open(
             &self.store,
             CATALOG_ROOT,
             std::ops::Bound::Unbounded,
@@ -328,59 +159,6 @@ impl Database {
         }
     }
 
-    /// Creates a table (autocommitted). Errors with `TableExists`.
-    pub fn create_table(&self, name: &str) -> Result<TableId> {
-        self.create(name, TableKind::Table)
-    }
-
-    /// Creates a secondary index table over `table` (autocommitted). Its keys
-    /// and values are whatever the application writes; usually the index key
-    /// followed by the table's primary key.
-    pub fn create_index(&self, name: &str, table: TableId) -> Result<TableId> {
-        self.root_of(table)?;
-        self.create(name, TableKind::Index { table })
-    }
-
-    fn create(&self, name: &str, kind: TableKind) -> Result<TableId> {
-        let _ddl = lock(&self.ddl);
-        if name.len() > self.limits.max_key {
-            return Err(Error::KeyTooLarge {
-                len: name.len(),
-                max: self.limits.max_key,
-            });
-        }
-        if self
-            .catalog
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_name
-            .contains_key(name)
-        {
-            return Err(Error::TableExists(name.into()));
-        }
-        let root = self.store.create_tree()?;
-        let info = TableInfo {
-            id: TableId(root),
-            name: name.into(),
-            kind,
-            root,
-        };
-        let mut txn = self.begin();
-        match txn.modify_raw(
-            CATALOG_ROOT,
-            name.as_bytes(),
-            Modify::Insert(&encode_entry(&info)),
-        )? {
-            Outcome::Done => {}
-            _ => return Err(Error::TableExists(name.into())),
-        }
-        txn.commit()?;
-        let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-        cat.by_name.insert(info.name.clone(), root);
-        cat.by_id.insert(root, info);
-        Ok(TableId(root))
-    }
-
     /// Looks a table or index up by name; `UnknownTable` if there is none.
     pub fn table(&self, name: &str) -> Result<TableId> {
         let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
@@ -396,39 +174,6 @@ impl Database {
         let mut v: Vec<TableInfo> = cat.by_id.values().cloned().collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
-    }
-
-    /// Drops a table or index (waiting for transactions using it) and returns
-    /// its pages to the free list. A later table may reuse its root page and
-    /// so its [`TableId`]: forget the old id.
-    pub fn drop_table(&self, table: TableId) -> Result<()> {
-        let _ddl = lock(&self.ddl);
-        let root = self.root_of(table)?;
-        let name = {
-            let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
-            cat.by_id
-                .get(&root)
-                .map(|i| i.name.clone())
-                .unwrap_or_default()
-        };
-        let mut txn = self.begin();
-        txn.lock_raw(table_lock_name(root), LockMode::Exclusive)?;
-        txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
-        {
-            let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-            cat.by_id.remove(&root);
-            cat.by_name.remove(&name);
-        }
-        txn.commit()?;
-        // After the commit: a crash before the pages are freed leaks them,
-        // it never frees pages of a live table.
-        self.store.free_tree(root)
-    }
-
-    /// Begins a transaction.
-    pub fn begin(&self) -> Txn<'_> {
-        let scratch = lock(&self.txn_cache).pop().unwrap_or_default();
-        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed), scratch)
     }
 
     /// Keeps a finished transaction's buffers for the next one.
@@ -563,7 +308,7 @@ impl Database {
         let p = self.store.pool.get_page(id)?;
         let g = p.read();
         let mut buf = PageBuf::new(self.limits.page_size);
-        crate::page::PageAccess::read_bytes(&g, 0, buf.as_bytes_mut());
+        PageAccess::read_bytes(&g, 0, buf.as_bytes_mut());
         Ok(buf)
     }
 }

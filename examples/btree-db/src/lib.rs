@@ -5,19 +5,26 @@
 //!
 //! # Architecture (one file per concept)
 //!
+//! Listed bottom up: each module uses only modules above it in this table.
+//!
 //! | module | what |
 //! | --- | --- |
+//! | `error` | [`Error`], [`PageId`], [`Result`] |
 //! | `page` | page layout, checksums, the narrow [`PageAccess`] accessor trait |
 //! | `frame` | frame storage and the latched accessors `PageRef` / `PageMut` |
 //! | `pager` | the database file: header page, page reads and writes |
+//! | `node` | slotted B-link node format: cells, high key, right link, splits; page decoders |
+//! | `wal` | write-ahead log: records (`wal/record`), LSNs, group commit, segments |
 //! | `buffer` | buffer pool: `get_page` / `put_page`, pins, dirty pages, 2Q-style clock |
-//! | `node` | slotted B-link node format: cells, high key, right link, splits |
-//! | `btree` | Lehman-Yao B-link tree: search, insert, delete, cursors |
-//! | `wal` | write-ahead log: records, LSNs, group commit, segments |
 //! | `lock` | record lock manager: shared / exclusive, deadlock detection |
-//! | `txn` | transactions: begin / commit / abort, undo |
+//! | `btree` | Lehman-Yao B-link tree: allocation, search, insert, delete, checks, cursors |
 //! | `recovery` | crash recovery: analysis, redo (repeat history), undo losers |
-//! | `db` | [`Database`], catalog, checkpoints |
+//! | `options` | [`Options`], [`SyncMode`], [`Limits`], [`Stats`] |
+//! | `catalog` | [`TableId`], [`TableInfo`], catalog entries and their encoding |
+//! | `scratch` | a transaction's reusable buffers: locks held, undo entries |
+//! | `db` | [`Database`]: open, catalog lookups, checkpoints |
+//! | `txn` | transactions: begin / commit / abort, undo, cursors |
+//! | `ddl` | creating and dropping tables and indexes |
 //!
 //! # How the pieces fit
 //!
@@ -87,18 +94,25 @@
 
 mod btree;
 mod buffer;
+mod catalog;
 mod db;
+mod ddl;
 mod error;
 mod frame;
 mod lock;
 mod node;
+mod options;
 mod page;
 mod pager;
 mod recovery;
+mod scratch;
 mod txn;
 mod wal;
 
-pub use db::{Database, Limits, Options, Stats, SyncMode, TableId, TableInfo, TableKind};
+pub use catalog::{TableId, TableInfo, TableKind};
+pub use db::Database;
 pub use error::{Error, PageId, Result};
-pub use page::{PageAccess, PageBuf, PageWrite, decode_page, validate_page};
+pub use node::{decode_page, validate_page};
+pub use options::{Limits, Options, Stats, SyncMode};
+pub use page::{PageAccess, PageBuf, PageWrite};
 pub use txn::{Cursor, Txn};

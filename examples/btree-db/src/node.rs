@@ -7,13 +7,18 @@
 //! in `[key_i, key_{i+1})`; the first cell's key is the node's low key (empty
 //! in the leftmost node of a level). Every key in a node is below its high key;
 //! a search for a key at or above it moves right.
+//!
+//! The decoders for page images read from disk ([`verify`], [`validate_page`],
+//! [`decode_page`]) live here too: checking a page's structure is checking
+//! its node format.
 
 use std::cmp::Ordering;
 
-use crate::error::PageId;
+use crate::error::{self, Error, PageId};
 use crate::page::{
     HEADER, KIND_BRANCH, KIND_FREE, KIND_LEAF, KIND_META, OFF_CELL_START, OFF_FRAG, OFF_HK_LEN,
     OFF_HK_OFF, OFF_KIND, OFF_LEVEL, OFF_NSLOTS, OFF_RIGHT, PageAccess, PageBuf, PageWrite,
+    checksum,
 };
 
 /// Bytes of a cell header.
@@ -363,4 +368,44 @@ pub(crate) fn validate<P: PageAccess>(p: &P) -> Result<(), &'static str> {
         }
     }
     Ok(())
+}
+
+/// Checks a page image read from disk: checksum, then structure. An all-zero
+/// page is valid (allocated but never written).
+pub(crate) fn verify(page: PageId, bytes: &[u8]) -> error::Result<()> {
+    if bytes.iter().all(|&b| b == 0) {
+        return Ok(());
+    }
+    let stored = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    if stored != checksum(bytes) {
+        return Err(Error::BadChecksum { page });
+    }
+    validate(&PageBuf::from_bytes(bytes)).map_err(|reason| Error::Corrupt { page, reason })
+}
+
+/// Decodes arbitrary bytes as a page: `Ok` only if the checksum and the
+/// whole structure are valid, so that every later accessor call stays in
+/// bounds. Never panics, whatever the input.
+pub fn validate_page(bytes: &[u8]) -> error::Result<()> {
+    let n = bytes.len();
+    if !(512..=32768).contains(&n) || !n.is_power_of_two() {
+        return Err(Error::Truncated { what: "page" });
+    }
+    verify(0, bytes)
+}
+
+/// Decodes a page image from disk the way the database does (checksum, then
+/// structure) and returns its cells and high key. Never panics, whatever the
+/// input: the entry point of the decoder fuzz target and property test.
+#[allow(clippy::type_complexity)]
+pub fn decode_page(bytes: &[u8]) -> error::Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
+    validate_page(bytes)?;
+    let p = PageBuf::from_bytes(bytes);
+    match kind(&p) {
+        KIND_LEAF | KIND_BRANCH => {}
+        _ => return Ok((Vec::new(), None)),
+    }
+    let mut high = Vec::new();
+    let has_high = read_high_key(&p, &mut high);
+    Ok((entries(&p), has_high.then_some(high)))
 }

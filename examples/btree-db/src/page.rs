@@ -22,8 +22,6 @@
 
 use std::cmp::Ordering;
 
-use crate::error::{Error, PageId, Result};
-
 pub(crate) const OFF_CHECKSUM: usize = 0;
 pub(crate) const OFF_LSN: usize = 4;
 pub(crate) const OFF_KIND: usize = 12;
@@ -47,7 +45,7 @@ pub(crate) const KIND_FREE: u8 = 4;
 /// and byte ranges. This is the only way the database touches page contents.
 ///
 /// Offsets must lie inside the page; callers guarantee it by validating a
-/// page's structure when it is read from disk ([`validate_page`]).
+/// page's structure when it is read from disk ([`validate_page`](crate::validate_page)).
 pub trait PageAccess {
     /// The page size in bytes.
     fn page_size(&self) -> usize;
@@ -234,45 +232,4 @@ pub(crate) fn checksum(bytes: &[u8]) -> u32 {
 pub(crate) fn seal(bytes: &mut [u8]) {
     let c = checksum(bytes);
     bytes[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&c.to_le_bytes());
-}
-
-/// Checks a page image read from disk: checksum, then structure. An all-zero
-/// page is valid (allocated but never written).
-pub(crate) fn verify(page: PageId, bytes: &[u8]) -> Result<()> {
-    if bytes.iter().all(|&b| b == 0) {
-        return Ok(());
-    }
-    let stored = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    if stored != checksum(bytes) {
-        return Err(Error::BadChecksum { page });
-    }
-    crate::node::validate(&PageBuf::from_bytes(bytes))
-        .map_err(|reason| Error::Corrupt { page, reason })
-}
-
-/// Decodes arbitrary bytes as a page: `Ok` only if the checksum and the
-/// whole structure are valid, so that every later accessor call stays in
-/// bounds. Never panics, whatever the input.
-pub fn validate_page(bytes: &[u8]) -> Result<()> {
-    let n = bytes.len();
-    if !(512..=32768).contains(&n) || !n.is_power_of_two() {
-        return Err(Error::Truncated { what: "page" });
-    }
-    verify(0, bytes)
-}
-
-/// Decodes a page image from disk the way the database does (checksum, then
-/// structure) and returns its cells and high key. Never panics, whatever the
-/// input: the entry point of the decoder fuzz target and property test.
-#[allow(clippy::type_complexity)]
-pub fn decode_page(bytes: &[u8]) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
-    validate_page(bytes)?;
-    let p = PageBuf::from_bytes(bytes);
-    match crate::node::kind(&p) {
-        KIND_LEAF | KIND_BRANCH => {}
-        _ => return Ok((Vec::new(), None)),
-    }
-    let mut high = Vec::new();
-    let has_high = crate::node::read_high_key(&p, &mut high);
-    Ok((crate::node::entries(&p), has_high.then_some(high)))
 }

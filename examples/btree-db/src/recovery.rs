@@ -16,29 +16,31 @@
 //!
 //! `open` then takes a checkpoint.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::btree::{LogCtx, LogMode, Modify};
+use crate::btree::{LogCtx, LogMode, Modify, Store, check_node, corrupt};
 use crate::buffer::IdMap;
-use crate::db::Database;
-use crate::error::{Error, Result};
+use crate::error::{Error, PageId, Result};
+use crate::node;
+use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess, PageWrite};
 use crate::pager::FileHeader;
-use crate::wal::{KIND_ABORT, KIND_CLR, KIND_COMMIT, KIND_UPDATE, Record};
+use crate::wal::{KIND_ABORT, KIND_CLR, KIND_COMMIT, KIND_UPDATE, Op, Record};
 
-pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
-    let store = &db.store;
+/// Recovers the database whose file header is `header`: analysis, redo,
+/// undo of losers. Raises `next_txn` past every transaction id in the log.
+pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) -> Result<()> {
     let wal = &store.wal;
     let (bytes, base) = wal.read_from(header.log_start)?;
 
     // Analysis.
     let mut index: Vec<(u64, usize)> = Vec::new();
     let mut losers: IdMap<u64, u64> = IdMap::default();
-    let mut next_txn = header.next_txn;
+    let mut max_txn = header.next_txn;
     let (mut pos, mut lsn) = (0usize, base);
     while let Some(rec) = Record::parse(&bytes, pos, lsn) {
         index.push((lsn, pos));
         if rec.txn != 0 {
-            next_txn = next_txn.max(rec.txn + 1);
+            max_txn = max_txn.max(rec.txn + 1);
             match rec.kind {
                 KIND_COMMIT | KIND_ABORT => {
                     losers.remove(&rec.txn);
@@ -52,7 +54,7 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
         lsn += rec.len as u64;
     }
     wal.reset_end(lsn)?;
-    db.next_txn.fetch_max(next_txn, Ordering::Relaxed);
+    next_txn.fetch_max(max_txn, Ordering::Relaxed);
 
     // Redo.
     let mut touched = Vec::new();
@@ -65,7 +67,7 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
         };
         touched.clear();
         rec.for_each_op(|op| {
-            if let Some(p) = store.redo_op(&op, lsn)?
+            if let Some(p) = redo_op(store, &op, lsn)?
                 && !touched.contains(&p)
             {
                 touched.push(p);
@@ -73,7 +75,7 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
             Ok(())
         })?;
         for &p in &touched {
-            store.stamp(p, lsn)?;
+            stamp(store, p, lsn)?;
         }
     }
 
@@ -123,5 +125,76 @@ pub(crate) fn recover(db: &Database, header: &FileHeader) -> Result<()> {
         ctx.rec.begin(txn, ctx.prev, KIND_ABORT);
         store.log(&mut ctx.rec, &mut []);
     }
+    Ok(())
+}
+
+/// Applies one redo operation if the page has not seen `lsn` yet; returns
+/// whether it was applied (the caller stamps the LSN after the record).
+fn redo_op(store: &Store, op: &Op<'_>, lsn: u64) -> Result<Option<PageId>> {
+    let page = match *op {
+        Op::Image { page, .. }
+        | Op::Insert { page, .. }
+        | Op::Replace { page, .. }
+        | Op::Delete { page, .. }
+        | Op::Write { page, .. } => page,
+    };
+    let ps = store.page_size();
+    let p = store.pool.get_page_for_redo(page)?;
+    let mut g = p.write();
+    if g.page_lsn() >= lsn {
+        return Ok(None);
+    }
+    let bad = |r| Err(corrupt(page, r));
+    match *op {
+        Op::Image { bytes, .. } => {
+            if bytes.len() != ps {
+                return bad("log image of the wrong size");
+            }
+            g.write_bytes(0, bytes);
+            if matches!(node::kind(&g), KIND_LEAF | KIND_BRANCH) {
+                node::validate(&g).map_err(|r| corrupt(page, r))?;
+            }
+        }
+        Op::Write { off, bytes, .. } => {
+            if off < 12 || off + bytes.len() > ps {
+                return bad("log write out of range");
+            }
+            g.write_bytes(off, bytes);
+            // Writes target meta and free-list fields; a node they touch
+            // must still be a valid node.
+            node::validate(&g).map_err(|r| corrupt(page, r))?;
+        }
+        Op::Insert { key, val, .. } | Op::Replace { key, val, .. } => {
+            check_node(&g, page)?;
+            match node::search(&g, key) {
+                Ok(i) => {
+                    if !node::fits_replace(&g, i, val.len()) {
+                        return bad("redo replace does not fit");
+                    }
+                    node::replace_at(&mut g, i, val);
+                }
+                Err(i) => {
+                    if !node::fits(&g, key.len(), val.len()) {
+                        return bad("redo insert does not fit");
+                    }
+                    node::insert_at(&mut g, i, key, val);
+                }
+            }
+        }
+        Op::Delete { key, .. } => {
+            check_node(&g, page)?;
+            if let Ok(i) = node::search(&g, key) {
+                node::remove_at(&mut g, i);
+            }
+        }
+    }
+    Ok(Some(page))
+}
+
+/// Stamps `lsn` on a page after redo.
+fn stamp(store: &Store, page: PageId, lsn: u64) -> Result<()> {
+    let p = store.pool.get_page(page)?;
+    let mut g = p.write();
+    g.set_page_lsn(lsn);
     Ok(())
 }

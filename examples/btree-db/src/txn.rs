@@ -9,20 +9,21 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use crate::btree::{CursorState, LogCtx, LogMode, Modify, Outcome};
-use crate::db::{Database, SyncMode, TableId};
+use crate::btree::{CursorState, LogMode, Modify, Outcome};
+use crate::catalog::TableId;
+use crate::db::{Database, lock};
 use crate::error::{Error, PageId, Result};
-use crate::lock::{LockMode, TxnLocks, lock_name, table_lock_name};
+use crate::lock::{LockMode, lock_name, table_lock_name};
+use crate::options::SyncMode;
+use crate::scratch::{TxnScratch, UndoEntry};
 use crate::wal::{KIND_ABORT, KIND_COMMIT};
 
-/// One change to undo: slices of the transaction's undo arena.
-struct UndoEntry {
-    table: PageId,
-    key: (u32, u32),
-    /// `None` if the key did not exist before.
-    old: Option<(u32, u32)>,
-    /// The LSN before the change's record (a compensation's undo-next).
-    prev_lsn: u64,
+impl Database {
+    /// Begins a transaction.
+    pub fn begin(&self) -> Txn<'_> {
+        let scratch = lock(&self.txn_cache).pop().unwrap_or_default();
+        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed), scratch)
+    }
 }
 
 /// A transaction: strict two-phase locking (shared locks on reads, exclusive
@@ -34,36 +35,6 @@ pub struct Txn<'db> {
     s: TxnScratch,
     wrote: bool,
     done: bool,
-}
-
-/// A transaction's buffers, recycled between transactions so the hot path
-/// does not allocate.
-#[derive(Default)]
-pub(crate) struct TxnScratch {
-    locks: TxnLocks,
-    ctx: LogCtx,
-    undo: Vec<UndoEntry>,
-    arena: Vec<u8>,
-    tables: Vec<PageId>,
-    /// Per tree, the leaf last used (see `Store::find_leaf`).
-    hints: Vec<(PageId, PageId)>,
-}
-
-impl TxnScratch {
-    fn reset(&mut self) {
-        // A bulk load leaves huge buffers; clearing a huge lock map costs
-        // time proportional to its capacity, so start such ones afresh.
-        if self.locks.capacity() > 4096 || self.arena.capacity() > (1 << 20) {
-            *self = TxnScratch::default();
-            return;
-        }
-        self.locks.clear();
-        self.ctx.prev = 0;
-        self.undo.clear();
-        self.arena.clear();
-        self.tables.clear();
-        self.hints.clear();
-    }
 }
 
 impl<'db> Txn<'db> {

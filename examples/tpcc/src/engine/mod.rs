@@ -4,11 +4,18 @@
 //! operations for our B-tree), because that is how each would be used for real; the
 //! driver, the inputs and the consistency rules are shared.
 //!
+//! | module | what |
+//! | --- | --- |
+//! | `kv/` | TPC-C written once against an ordered transactional key/value store |
+//! | `sequential` | `btree-db` as that store, one transaction at a time |
+//! | `memory` | an in-memory `BTreeMap` as that store, the reference for tests |
+//! | `sqlite/` | SQLite: its schema, bulk load and transactions in SQL |
+//!
 //! Mode `tls` is reserved: it will be the key/value engine of [`kv`] over the same
-//! `btree-db` store, with the loops DESIGN.md section 6 names (New Order's items, Delivery's
-//! districts, Stock Level's items) run as speculative loops. Each of those loop bodies
-//! in `kv.rs` already touches only its own line's rows plus a few accumulators (sum,
-//! brand count), which is the shape the runtime needs. Until then, [`create`] and
+//! `btree-db` store, with three loops (New Order's items, Delivery's districts, Stock
+//! Level's items) run as speculative loops. Each of those loop bodies in
+//! `kv/transactions.rs` already touches only its own line's rows plus a few accumulators
+//! (sum, brand count), which is the shape the runtime needs. Until then, [`create`] and
 //! [`open`] answer `tls` with a clear "not available yet".
 
 use std::fmt;

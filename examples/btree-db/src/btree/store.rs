@@ -1,0 +1,105 @@
+//! [`Store`]: the buffer pool and the log that every tree operation works
+//! through, the log seam ([`Store::log`]), and the types describing a key
+//! change and how it is logged.
+
+use std::sync::Arc;
+
+use crate::buffer::BufferPool;
+use crate::error::{Error, PageId, Result};
+use crate::node;
+use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess, PageWrite};
+use crate::wal::{RecBuilder, Wal};
+
+/// A change to one key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Modify<'a> {
+    /// Insert; fails if present.
+    Insert(&'a [u8]),
+    /// Replace; fails if absent.
+    Update(&'a [u8]),
+    /// Insert or replace.
+    Put(&'a [u8]),
+    /// Remove; fails if absent.
+    Delete,
+}
+
+/// What [`Store::modify`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Done,
+    Duplicate,
+    Missing,
+}
+
+/// How a key change is logged.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LogMode {
+    /// A transaction's change, with logical undo information.
+    Undoable { table: u32 },
+    /// A compensation record of an undo (never undone itself).
+    Compensation { undo_next: u64 },
+}
+
+/// Logging state of the caller: record buffer, transaction, LSN chain and
+/// the old value of the last modified key.
+#[derive(Default)]
+pub(crate) struct LogCtx {
+    pub(crate) rec: RecBuilder,
+    /// Records built for structure changes (kept apart from `rec`).
+    pub(crate) smo: RecBuilder,
+    pub(crate) txn: u64,
+    /// The transaction's last LSN (the next record's `prev`).
+    pub(crate) prev: u64,
+    pub(crate) old: Vec<u8>,
+    pub(crate) had_old: bool,
+}
+
+/// Page allocation and the B-link tree operations.
+pub(crate) struct Store {
+    pub(crate) pool: BufferPool,
+    pub(crate) wal: Arc<Wal>,
+}
+
+pub(crate) fn corrupt(page: PageId, reason: &'static str) -> Error {
+    Error::Corrupt { page, reason }
+}
+
+pub(crate) fn check_node<P: PageAccess>(p: &P, id: PageId) -> Result<()> {
+    match node::kind(p) {
+        KIND_LEAF | KIND_BRANCH => Ok(()),
+        _ => Err(corrupt(id, "expected a tree node")),
+    }
+}
+
+impl Store {
+    pub(crate) fn page_size(&self) -> usize {
+        self.pool.page_size()
+    }
+
+    /// The log seam: every record an operation produces goes through here.
+    /// [`Wal::append_with_images`] assigns the LSN, which is then stamped on each page the
+    /// record changed (all still exclusively latched, so per-page LSN order
+    /// is modification order). A speculative epoch can defer this call, and
+    /// the stamping with it, to its commit.
+    ///
+    /// Full-page writes: a page not logged whole since the newest checkpoint
+    /// began gets its image put first in the record, so recovery can rebuild
+    /// it even if a write of it was torn by a crash.
+    pub(crate) fn log(
+        &self,
+        rec: &mut RecBuilder,
+        pages: &mut [(PageId, &mut dyn PageWrite)],
+    ) -> u64 {
+        let lsn = self.wal.append_with_images(rec, |threshold, rec| {
+            for (id, p) in pages.iter() {
+                if p.page_lsn() < threshold && !rec.has_image(*id) {
+                    rec.prepend_image(*id, &**p);
+                }
+            }
+        });
+        for (_, p) in pages.iter_mut() {
+            p.set_page_lsn(lsn);
+        }
+        lsn
+    }
+}

@@ -1,0 +1,92 @@
+//! Creating and dropping tables and indexes: each is an autocommitted
+//! transaction on the catalog tree plus the change to the in-memory catalog.
+
+use std::sync::PoisonError;
+
+use crate::btree::{CATALOG_ROOT, Modify, Outcome};
+use crate::catalog::{TableId, TableInfo, TableKind, encode_entry};
+use crate::db::{Database, lock};
+use crate::error::{Error, Result};
+use crate::lock::{LockMode, table_lock_name};
+
+impl Database {
+    /// Creates a table (autocommitted). Errors with `TableExists`.
+    pub fn create_table(&self, name: &str) -> Result<TableId> {
+        self.create(name, TableKind::Table)
+    }
+
+    /// Creates a secondary index table over `table` (autocommitted). Its keys
+    /// and values are whatever the application writes; usually the index key
+    /// followed by the table's primary key.
+    pub fn create_index(&self, name: &str, table: TableId) -> Result<TableId> {
+        self.root_of(table)?;
+        self.create(name, TableKind::Index { table })
+    }
+
+    fn create(&self, name: &str, kind: TableKind) -> Result<TableId> {
+        let _ddl = lock(&self.ddl);
+        if name.len() > self.limits.max_key {
+            return Err(Error::KeyTooLarge {
+                len: name.len(),
+                max: self.limits.max_key,
+            });
+        }
+        if self
+            .catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_name
+            .contains_key(name)
+        {
+            return Err(Error::TableExists(name.into()));
+        }
+        let root = self.store.create_tree()?;
+        let info = TableInfo {
+            id: TableId(root),
+            name: name.into(),
+            kind,
+            root,
+        };
+        let mut txn = self.begin();
+        match txn.modify_raw(
+            CATALOG_ROOT,
+            name.as_bytes(),
+            Modify::Insert(&encode_entry(&info)),
+        )? {
+            Outcome::Done => {}
+            _ => return Err(Error::TableExists(name.into())),
+        }
+        txn.commit()?;
+        let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+        cat.by_name.insert(info.name.clone(), root);
+        cat.by_id.insert(root, info);
+        Ok(TableId(root))
+    }
+
+    /// Drops a table or index (waiting for transactions using it) and returns
+    /// its pages to the free list. A later table may reuse its root page and
+    /// so its [`TableId`]: forget the old id.
+    pub fn drop_table(&self, table: TableId) -> Result<()> {
+        let _ddl = lock(&self.ddl);
+        let root = self.root_of(table)?;
+        let name = {
+            let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+            cat.by_id
+                .get(&root)
+                .map(|i| i.name.clone())
+                .unwrap_or_default()
+        };
+        let mut txn = self.begin();
+        txn.lock_raw(table_lock_name(root), LockMode::Exclusive)?;
+        txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
+        {
+            let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+            cat.by_id.remove(&root);
+            cat.by_name.remove(&name);
+        }
+        txn.commit()?;
+        // After the commit: a crash before the pages are freed leaks them,
+        // it never frees pages of a live table.
+        self.store.free_tree(root)
+    }
+}

@@ -1,0 +1,138 @@
+//! TPC-C on an ordered key/value store with transactions: the transactions written once
+//! against [`KvStore`], so our B-tree database and the in-memory reference store run
+//! the same code.
+//!
+//! The transaction path allocates nothing: keys are stack arrays, and rows are read into
+//! and built in buffers the engine keeps.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `schema` | [`Table`]: the tables and indexes, and their names |
+//! | `load` | the bulk load, in batches of one transaction ([`LoadSink`](crate::load::LoadSink)) |
+//! | `transactions` | the five transactions ([`Engine`](super::Engine)) |
+//! | `summary` | the whole-database aggregates for the consistency checks |
+
+use anyhow::Result;
+
+use super::Mode;
+
+mod load;
+mod schema;
+mod summary;
+mod transactions;
+
+pub use schema::Table;
+
+/// An ordered, transactional key/value store with one key space per [`Table`].
+pub trait KvStore {
+    /// An open transaction; it borrows the store.
+    type Txn<'a>: KvTxn
+    where
+        Self: 'a;
+    /// Starts a transaction.
+    fn begin(&mut self) -> Result<Self::Txn<'_>>;
+    /// Makes everything committed so far durable and cheap to recover (after a load).
+    fn checkpoint(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One transaction of a [`KvStore`]. Dropping it without `commit` aborts it.
+pub trait KvTxn {
+    /// Commits (durably, as far as the store's sync setting says).
+    fn commit(self) -> Result<()>;
+    /// Undoes every change of the transaction.
+    fn abort(self) -> Result<()>;
+    /// Reads `key` into `out` (replacing its contents); `false` if absent.
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// Like `get`, for a row the transaction is about to update (stores with locks
+    /// take the exclusive lock at once).
+    fn get_for_update(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// Inserts a new key; an existing key is an error.
+    fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Replaces the value of an existing key.
+    fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Deletes an existing key.
+    fn delete(&mut self, table: Table, key: &[u8]) -> Result<()>;
+    /// Calls `f` on each entry with `from <= key < to` (`to = None`: no upper bound), in
+    /// key order, until it returns `false`.
+    fn scan<F>(&mut self, table: Table, from: &[u8], to: Option<&[u8]>, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>;
+}
+
+/// TPC-C over a [`KvStore`].
+pub struct KvEngine<S: KvStore> {
+    store: S,
+    mode: Mode,
+    bufs: Bufs,
+    /// Rows the loader handed over since the last batch boundary: their bytes, and
+    /// per row its table, key length and value length.
+    load_bytes: Vec<u8>,
+    load_rows: Vec<(Table, u32, u32)>,
+}
+
+/// Buffers reused by every transaction, so the transaction path does not allocate.
+#[derive(Default)]
+struct Bufs {
+    row: Vec<u8>,
+    row2: Vec<u8>,
+    out: Vec<u8>,
+    ids: Vec<u32>,
+    text: String,
+    c_data: String,
+}
+
+impl<S: KvStore> KvEngine<S> {
+    /// Wraps an opened store; `mode` is what the engine reports itself as.
+    pub fn new(store: S, mode: Mode) -> Self {
+        Self {
+            store,
+            mode,
+            bufs: Bufs {
+                row: Vec::with_capacity(1024),
+                row2: Vec::with_capacity(1024),
+                out: Vec::with_capacity(1024),
+                ids: Vec::with_capacity(64),
+                text: String::with_capacity(64),
+                c_data: String::with_capacity(512),
+            },
+            load_bytes: Vec::new(),
+            load_rows: Vec::new(),
+        }
+    }
+
+    /// The store underneath.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Runs `body` in a transaction; on error the transaction is aborted.
+    fn txn<T>(
+        &mut self,
+        body: impl FnOnce(&mut S::Txn<'_>, &mut Bufs) -> Result<Decision<T>>,
+    ) -> Result<T> {
+        let mut tx = self.store.begin()?;
+        match body(&mut tx, &mut self.bufs) {
+            Ok(Decision::Commit(v)) => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Ok(Decision::Abort(v)) => {
+                tx.abort()?;
+                Ok(v)
+            }
+            Err(e) => {
+                // The original error matters more than a failure to abort.
+                let _ = tx.abort();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What a transaction body decided.
+enum Decision<T> {
+    Commit(T),
+    Abort(T),
+}
