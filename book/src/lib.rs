@@ -22,5 +22,8 @@ pub mod escape {}
 #[doc = include_str!("on-commit.md")]
 pub mod on_commit {}
 
+#[doc = include_str!("guarantees.md")]
+pub mod guarantees {}
+
 #[doc = include_str!("database.md")]
 pub mod database {}

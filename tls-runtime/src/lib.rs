@@ -29,8 +29,12 @@
 //!   waiting to become homefree (an epoch that is homefree and unviolated when it ends
 //!   commits at once on its own thread instead). Whoever holds the commit watermark
 //!   commits: versions become committed values and `on_commit` actions run, in epoch
-//!   order. A violation noticed while an epoch runs rolls it back at once; one that
-//!   hits a finished epoch is handled by re-running it when it becomes homefree.
+//!   order, interleaved as the iteration made them (`memory/log.rs`). The commit takes
+//!   the locks of the epoch's written slots in address order and checks, holding
+//!   them, that plain code or another loop did not violate the epoch meanwhile; if one
+//!   did, the epoch rolls back and runs again. A violation noticed while an epoch runs
+//!   rolls it back at once; one that hits a finished epoch is handled by re-running
+//!   it when it becomes homefree.
 //!   Rollback (`rollback.rs`) goes back only to the start of the *sub-thread segment*
 //!   in which the violated load happened (`checkpoint!()` splits a body into segments;
 //!   the runtime keeps a snapshot of the state at each checkpoint), running undo
@@ -42,6 +46,11 @@
 //!   ([`Loop::run`], [`for_each`]) and holds the in-order path (one thread,
 //!   `TLS_MODE=sequential`, loops nested in an epoch); `parallel.rs` runs it
 //!   speculatively: workers, site and trace made ready, the scheduler, the report.
+//! - `live_loops.rs` registers every running speculative loop, so that a change of a
+//!   committed value made outside a loop (plain code, another loop's commit) can
+//!   violate that loop's readers. `memory/consume.rs` handles containers dropped or
+//!   consumed while epochs hold versions of them; `memory/nesting.rs` the accesses
+//!   made from inside another access's closure.
 //! - `escape.rs` runs calls non-speculatively ([`escape()`]) with undo actions
 //!   ([`on_violation()`]); `deferred.rs` delays work to commit ([`on_commit()`],
 //!   [`Accumulator`]).
@@ -73,8 +82,55 @@
 //! Items must be `Clone` and the state carried across a checkpoint `Clone + Send`: an
 //! epoch re-runs from a copy, possibly on another thread. Rollback unwinds the epoch's
 //! stack, so the crate needs `panic = "unwind"` (the default), and loop bodies must not
-//! swallow panics with `catch_unwind`. A panicking iteration keeps the speculative
-//! writes it made before the panic, as the sequential loop would.
+//! swallow panics with `catch_unwind`.
+//!
+//! **Containers made inside an iteration** behave as in the sequential loop: an epoch
+//! may create a `Spec` or `SpecVec`, write it, run a loop over it, consume it with
+//! `into_inner` / `into_vec` (getting the values it wrote) or drop it. Until its next
+//! checkpoint such a container is private to the epoch and its accesses cost no
+//! tracking. Containers may hold containers (`SpecVec<Option<Arc<Spec<T>>>>`): a
+//! container that goes away while other epochs hold versions of it violates them, and
+//! its memory is kept until their loops end, so nothing dangles.
+//!
+//! **Data shared with other threads.** Outside any loop a speculative container
+//! behaves like a value behind a lock: each access (`get`, `set`, one `update`) is
+//! atomic. That stays true when loops run at the same time on the same data, or a loop
+//! and plain threads: each epoch's writes become visible when it commits, and a commit
+//! elsewhere (or a plain write) that changes a value an epoch read violates that epoch,
+//! so no update is lost. An epoch's reads of locations it did not write are validated
+//! until its commit starts; a change after that orders after the epoch, as it would
+//! for plain code.
+//!
+//! **Nested accesses.** An `update` or `with` closure may access other speculative
+//! locations. A speculative epoch that would wait for a location while its closure
+//! holds another gives way (rolls back and runs again); plain code and the homefree
+//! epoch wait, as they would on two `Mutex`es. Accessing a location from inside its
+//! own closure (`v.update(i, |x| *x += v.get(i))`) panics, in every mode, with a
+//! message saying what to write instead.
+//!
+//! **Escapes** are re-entrant on their own thread: an escaped function may call itself
+//! or run a speculative loop whose body calls it (that loop runs in order).
+//!
+//! **Panics** end the loop exactly where the sequential loop ends. A panicking
+//! iteration keeps the speculative writes it made before the panic, including what an
+//! `update` closure changed before it panicked. A commit-time action runs after the
+//! iteration's writes that came before it and before those that came after; if it
+//! panics (an `on_commit` action, or an accumulation such as `total += x` that
+//! overflows), the iteration's later writes are discarded and that panic reaches the
+//! caller.
+//!
+//! **Zombies** (epochs running on stale data) are rolled back at their next tracked
+//! access, checkpoint or poll (the macro makes loops in the body poll). A zombie that
+//! reaches none of these (pure computation that never ends, in a function the macro
+//! does not see) is not contained: call [`poll`] in such loops. A stack overflow
+//! caused by stale data aborts the process like any stack overflow; keep recursion
+//! that depends on speculative data bounded, or give it a `poll`.
+//!
+//! **Not supported, with no error today:** threads spawned inside an epoch that write
+//! speculative data (their writes are not the epoch's, so a rollback does not undo
+//! them), and a loop iterator that reads speculative data the body writes (items are
+//! taken ahead of the iterations that would change them). Compute such values in the
+//! body, or collect the items before the loop.
 
 mod adapt;
 mod config;

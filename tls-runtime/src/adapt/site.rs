@@ -135,15 +135,26 @@ impl LoopSite {
 /// The site of a loop identified by its source location and name (for loops run
 /// without a `static` site of their own).
 pub(crate) fn site_for(location: &'static Location<'static>, name: &str) -> &'static LoopSite {
-    type Key = (usize, String);
+    // `None`: the site shared by every further name at this location.
+    type Key = (usize, Option<String>);
     static SITES: Mutex<Option<HashMap<Key, &'static LoopSite>>> = Mutex::new(None);
     let mut sites = lock_std(&SITES);
-    let key = (
-        location as *const Location<'static> as usize,
-        name.to_owned(),
-    );
+    let sites = sites.get_or_insert_with(HashMap::new);
+    let at = location as *const Location<'static> as usize;
+    let named = (at, Some(name.to_owned()));
+    let key = if sites.contains_key(&named) || sites.len() < MAX_NAMED_SITES {
+        named
+    } else {
+        (at, None)
+    };
     sites
-        .get_or_insert_with(HashMap::new)
         .entry(key)
         .or_insert_with(|| Box::leak(Box::new(LoopSite::new())))
 }
+
+/// Loop sites kept per (location, name): a program that names its loops by the run
+/// (`format!("batch {n}")`) would otherwise add a site for ever with every run. Past
+/// this many, further names at a location share one site (they share the adaptive
+/// state; reports still carry each loop's own name). Source locations are finite, so
+/// the table stays bounded.
+pub(crate) const MAX_NAMED_SITES: usize = 4096;

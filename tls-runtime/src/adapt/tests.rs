@@ -1,8 +1,9 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
-use super::site::MIN_BACKOFF;
+use super::site::{MAX_NAMED_SITES, MIN_BACKOFF, site_for};
 use super::window::{MIN_WINDOW, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
+use core::panic::Location;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -171,4 +172,22 @@ fn mostly_rolled_back_windows_switch_to_in_order_and_back() {
     clock.age();
     clock.vote(&w, &site, WINDOW, 0, D, true);
     assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
+}
+
+#[test]
+fn loop_names_made_per_run_keep_the_site_table_bounded() {
+    let here = Location::caller();
+    let extra: Vec<*const LoopSite> = (0..MAX_NAMED_SITES + 20)
+        .map(|run| site_for(here, &format!("batch {run}")) as *const LoopSite)
+        .skip(MAX_NAMED_SITES)
+        .collect();
+    assert!(
+        extra.iter().all(|&s| s == extra[0]),
+        "names past the bound share one site"
+    );
+    // A name seen before keeps its own site.
+    assert_eq!(
+        site_for(here, "batch 0") as *const LoopSite,
+        site_for(here, "batch 0") as *const LoopSite
+    );
 }

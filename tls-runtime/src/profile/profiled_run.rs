@@ -5,7 +5,9 @@ use super::calibration::costs;
 use super::recorder::{EpochProfile, Recorder};
 use crate::control::{Control, LoopOutcome, Step};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
+use crate::memory::{CommitOutcome, commit_epoch};
 use crate::sync::AtomicU64;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 /// Runs a loop in order on this thread, recording every epoch.
 pub(crate) fn run_profiled<I, S, R, St, Sp>(
@@ -32,8 +34,8 @@ where
         cx.set_homefree();
         *cx.profile.borrow_mut() = Some(Recorder::new(clock));
         cx.profiling.set(true);
-        let control = {
-            let _current = CurrentGuard::set(Some(&cx));
+        let _current = CurrentGuard::set(Some(&cx));
+        let run = catch_unwind(AssertUnwindSafe(|| {
             let mut state = start(item);
             loop {
                 match step(state) {
@@ -46,12 +48,20 @@ where
                     Step::Done(control) => break control,
                 }
             }
-        };
+        }));
         cx.profiling.set(false);
         if let Some(p) = cx.profile.borrow_mut().take() {
             profiles.push(p.finish());
         }
-        // Homefree epochs write committed data directly; commit-time actions ran.
+        // The iteration's writes and commit-time actions take effect now, in the order
+        // it made them (nothing else runs this loop, so nothing can violate it), also
+        // when it panicked: the sequential loop keeps what it did before the panic.
+        let committed = commit_epoch(&cx);
+        drop(_current);
+        let control = match (run, committed) {
+            (_, CommitOutcome::ActionPanicked(p)) | (Err(p), _) => resume_unwind(p),
+            (Ok(control), _) => control,
+        };
         match control {
             Control::Continue => {}
             Control::Break => return (LoopOutcome::Broke, profiles),

@@ -195,7 +195,7 @@ fn a_write_from_plain_code_violates_readers_of_running_loops() {
     let mut a = at(&r, 1, 2);
     a.tag = make_tag(serial, 1);
     s.read_spec(&a, Location::caller(), |_| ());
-    drop(s.write_committed(None, Location::caller(), 5));
+    let _ = s.write_committed(None, Location::caller(), 5);
     assert_eq!(pending(&r, 1), 2, "the reader of the old value is violated");
     drop(live);
 }
@@ -238,7 +238,7 @@ fn committed_reads_without_the_lock_are_never_torn() {
             let mut k = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 k += 1;
-                drop(s.write_committed(None, Location::caller(), [k; 8]));
+                let _ = s.write_committed(None, Location::caller(), [k; 8]);
             }
         });
         // At least 2 million reads, and on until the reader has seen the writer
