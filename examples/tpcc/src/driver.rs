@@ -287,7 +287,7 @@ pub fn read_ack_log(path: &Path) -> Result<Vec<(u16, u8, u32)>> {
 pub struct CompareResult {
     /// The run.
     pub report: RunReport,
-    /// [`Summary::digest`] of the database after the run.
+    /// [`Summary::digest`](crate::check::Summary::digest) of the database after the run.
     pub summary_digest: u64,
     /// Orders in the database after the run.
     pub total_orders: u64,

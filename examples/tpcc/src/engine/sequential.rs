@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use btree_db::{Database, Options, SyncMode, TableId};
 
+use super::api::{Mode, Sync};
 use super::kv::{KvEngine, KvStore, KvTxn, Table};
-use super::{Mode, Sync};
 
 /// Buffer-pool pages per warehouse: a spec-scale warehouse takes about 30,000 pages of
 /// 4 KiB, and the run grows it; the database is meant to be in core, like SQLite's.

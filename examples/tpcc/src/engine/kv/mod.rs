@@ -9,12 +9,12 @@
 //! | --- | --- |
 //! | `schema` | [`Table`]: the tables and indexes, and their names |
 //! | `load` | the bulk load, in batches of one transaction ([`LoadSink`](crate::load::LoadSink)) |
-//! | `transactions` | the five transactions ([`Engine`](super::Engine)) |
+//! | `transactions` | the five transactions ([`Engine`](super::api::Engine)) |
 //! | `summary` | the whole-database aggregates for the consistency checks |
 
 use anyhow::Result;
 
-use super::Mode;
+use super::api::Mode;
 
 mod load;
 mod schema;

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::{Bufs, KvTxn, Table};
 use crate::codec::{self, Corrupt, off};
-use crate::engine::Summary;
+use crate::engine::api::Summary;
 
 impl Bufs {
     pub(super) fn summary_body<T: KvTxn>(&mut self, tx: &mut T) -> Result<Summary> {

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use super::{Bufs, Decision, KvEngine, KvStore, KvTxn, Table};
 use crate::codec::{self, Corrupt, TextReader, off};
-use crate::engine::{Engine, Mode, Summary};
+use crate::engine::api::{Engine, Mode, Summary};
 use crate::schema::{DISTRICTS, Meta, Order};
 use crate::workload::{
     CustomerSelector, DeliveryInput, DeliveryOutput, NewOrderInput, NewOrderOutput,

@@ -9,14 +9,14 @@
 //! | --- | --- |
 //! | `schema` | the tables, the secondary indexes, the per-district stock updates |
 //! | `load` | the bulk load ([`LoadSink`](crate::load::LoadSink)) |
-//! | `transactions` | the five transactions, the summary, order lookups ([`Engine`](super::Engine)) |
+//! | `transactions` | the five transactions, the summary, order lookups ([`Engine`](super::api::Engine)) |
 
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, OptionalExtension};
 
-use super::Sync;
+use super::api::Sync;
 
 mod load;
 mod schema;

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::schema::STOCK_UPDATE;
 use super::{SqliteEngine, ascii};
-use crate::engine::{Engine, Mode, Summary};
+use crate::engine::api::{Engine, Mode, Summary};
 use crate::schema::{DISTRICTS, Meta, Scale};
 use crate::workload::{
     CustomerSelector, DeliveryInput, DeliveryOutput, NewOrderInput, NewOrderOutput,
