@@ -233,7 +233,7 @@ impl<T: ?Sized> Dropped for T {}
 /// One entry of an epoch's write log: a version the epoch created, named by the slot
 /// and the version's (segment, generation).
 pub(crate) struct WriteRecord {
-    /// The slot; it outlives the record (see `memory::drop_check`).
+    /// The slot; it outlives the record (see `memory::consume`).
     pub(crate) slot: *const dyn LoggedSlot,
     pub(crate) segment: u32,
     pub(crate) generation: u32,
@@ -242,7 +242,7 @@ pub(crate) struct WriteRecord {
 // SAFETY: a write record points at a speculative location, which is `Sync` for the
 // record's purposes (its lock serializes every access) and outlives the record: a
 // container dropped while records point into it removes them or keeps its slots
-// alive (see `memory::drop_check`), so the record may be committed or discarded from
+// alive (see `memory::consume`), so the record may be committed or discarded from
 // any thread of the loop.
 unsafe impl Send for WriteRecord {}
 

@@ -74,8 +74,10 @@ pub(crate) fn inside_escape() -> bool {
     ESCAPES.with(Cell::get) > 0
 }
 
-/// Runs `f` counted as inside an escaped call.
-fn escaped<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` counted as inside an escaped call: a loop started there runs in order on
+/// this thread. Commit-time actions run so too (their commit holds locks that the
+/// epochs of a loop on other threads could wait for).
+pub(crate) fn escaped<R>(f: impl FnOnce() -> R) -> R {
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {

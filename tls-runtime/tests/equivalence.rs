@@ -2,12 +2,18 @@
 //! leave exactly what the same program leaves when run as plain sequential Rust:
 //! final data, loop outcome, commit-time log, and escaped calls (each committed call
 //! kept once, every rolled-back one undone).
+//!
+//! The programs use the shapes users write, not only the ones the runtime was built
+//! for: containers made, used and consumed inside an iteration, nodes (`Arc<Spec>`)
+//! created by one iteration and followed by later ones, accesses nested in `update`
+//! closures, panics inside closures and commit-time actions, and a plain thread
+//! updating shared data while the loop runs.
 
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use tls_runtime::{
     Control, EscapeLock, Loop, LoopOutcome, LoopSite, Spec, SpecMap, SpecMemory, SpecVec, Step,
     escape, on_commit, on_violation,
@@ -41,6 +47,22 @@ enum Op {
     Escape,
     Log,
     Exit(ExitKind, u64),
+    /// A container made, written and consumed inside the iteration.
+    Local(u8),
+    /// `vec[a] += vec[a + 1]`, the read nested in the update's closure.
+    Nested(u64),
+    /// An update whose closure panics after changing the value, when `h % m == 0`.
+    PanicInUpdate(u64),
+    /// A commit-time action that logs, then panics when `h % m == 0`.
+    LogThenPanic(u64),
+    /// Link a new node holding `h` at a slot of `nodes`.
+    Link(u64),
+    /// Add `h` to the node at a slot of `nodes`, if any; fold its value into `h`.
+    Follow(u64),
+    /// `nodes[k] = None`.
+    Unlink(u64),
+    /// One increment of a counter that a plain thread increments at the same time.
+    Shared,
 }
 
 fn target() -> impl Strategy<Value = Target> {
@@ -63,6 +85,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Log),
         1 => (prop_oneof![Just(ExitKind::Break), Just(ExitKind::Return), Just(ExitKind::Panic)],
               20..200u64).prop_map(|(k, m)| Op::Exit(k, m)),
+        1 => (0..8u8).prop_map(Op::Local),
+        1 => (0..64u64).prop_map(Op::Nested),
+        1 => (20..300u64).prop_map(Op::PanicInUpdate),
+        1 => (20..300u64).prop_map(Op::LogThenPanic),
+        1 => (0..64u64).prop_map(Op::Link),
+        2 => (0..64u64).prop_map(Op::Follow),
+        1 => (0..64u64).prop_map(Op::Unlink),
+        1 => Just(Op::Shared),
     ]
 }
 
@@ -115,9 +145,43 @@ struct Final {
     outcome: Outcome,
     log: Vec<(u64, u64)>,
     escapes: i64,
+    nodes: Vec<Option<u64>>,
+    shared: u64,
 }
 
 struct EpochPanic(u64);
+
+const NODES: u64 = 6;
+/// Increments of the shared counter made by a plain thread during each run.
+const PLAIN_INCREMENTS: u64 = 300;
+
+/// What `Op::Local(n)` computes from `h`, in plain Rust.
+fn local_plain(n: u8, h: u64) -> u64 {
+    let mut v: Vec<u64> = (0..u64::from(n) + 1).map(|k| h.wrapping_add(k)).collect();
+    for x in v.iter_mut() {
+        *x = x.wrapping_mul(3);
+    }
+    let c = v.iter().fold(1u64, |a, x| a.wrapping_add(*x));
+    c ^ u64::from(n)
+}
+
+/// The same with speculative containers made inside the iteration.
+fn local_spec(n: u8, h: u64) -> u64 {
+    let v = SpecVec::from(
+        (0..u64::from(n) + 1)
+            .map(|k| h.wrapping_add(k))
+            .collect::<Vec<_>>(),
+    );
+    tls_runtime::for_each(0..v.len(), |k| v.update(k, |x| *x = x.wrapping_mul(3)));
+    let c = Spec::new(1u64);
+    for x in v.into_vec() {
+        c.update(|a| *a = a.wrapping_add(x));
+    }
+    let dropped = Spec::new(String::from("dropped"));
+    dropped.set(String::from("inside the epoch"));
+    drop(dropped);
+    c.into_inner() ^ u64::from(n)
+}
 
 /// The sequential twin: the same program on plain data.
 fn run_plain(p: &Program) -> Final {
@@ -127,6 +191,8 @@ fn run_plain(p: &Program) -> Final {
     let mut mem = vec![0u8; (MEM_WORDS * 8) as usize];
     let mut log = Vec::new();
     let mut escapes = 0i64;
+    let mut nodes: Vec<Option<u64>> = vec![None; NODES as usize];
+    let mut shared = PLAIN_INCREMENTS;
     let mut outcome = Outcome::Completed;
     'epochs: for i in 0..p.epochs {
         let mut h = i.wrapping_mul(0x9e3779b97f4a7c15) | 1;
@@ -179,6 +245,35 @@ fn run_plain(p: &Program) -> Final {
                         break 'epochs;
                     }
                 }
+                Op::Local(n) => h = h.wrapping_add(local_plain(n, h)),
+                Op::Nested(k) => {
+                    let a = key(k, i, p.stride, VEC_LEN) as usize;
+                    let b = (a + 1) % VEC_LEN as usize;
+                    vec[a] = vec[a].wrapping_add(vec[b]);
+                }
+                Op::PanicInUpdate(m) => {
+                    cell = cell.wrapping_add(h);
+                    if h % m == 0 {
+                        outcome = Outcome::Panicked(i);
+                        break 'epochs;
+                    }
+                }
+                Op::LogThenPanic(m) => {
+                    log.push((i, h));
+                    if h % m == 0 {
+                        outcome = Outcome::Panicked(i);
+                        break 'epochs;
+                    }
+                }
+                Op::Link(k) => nodes[key(k, i, p.stride, NODES) as usize] = Some(h),
+                Op::Follow(k) => {
+                    if let Some(n) = nodes[key(k, i, p.stride, NODES) as usize].as_mut() {
+                        *n = n.wrapping_add(h);
+                        h = h.wrapping_mul(31).wrapping_add(*n);
+                    }
+                }
+                Op::Unlink(k) => nodes[key(k, i, p.stride, NODES) as usize] = None,
+                Op::Shared => shared += 1,
             }
         }
     }
@@ -192,6 +287,8 @@ fn run_plain(p: &Program) -> Final {
         outcome,
         log,
         escapes,
+        nodes,
+        shared,
     }
 }
 
@@ -212,6 +309,8 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
     let vec = SpecVec::from(vec![0u64; VEC_LEN as usize]);
     let map: SpecMap<u64, u64> = SpecMap::new();
     let mem = SpecMemory::new((MEM_WORDS * 8) as usize);
+    let nodes: SpecVec<Option<Arc<Spec<u64>>>> = SpecVec::from(vec![None; NODES as usize]);
+    let shared = Spec::new(0u64);
     let step = |(i, mut h, mut at): State| -> Step<State, u64> {
         let ops = &p.templates[(i % p.templates.len() as u64) as usize];
         while at < ops.len() {
@@ -265,6 +364,40 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
                     });
                 }
                 Op::Log => on_commit(move || LOG.lock().unwrap().push((i, h))),
+                Op::Local(n) => h = h.wrapping_add(local_spec(n, h)),
+                Op::Nested(k) => {
+                    let a = key(k, i, p.stride, VEC_LEN) as usize;
+                    let b = (a + 1) % VEC_LEN as usize;
+                    vec.update(a, |x| *x = x.wrapping_add(vec.get(b)));
+                }
+                Op::PanicInUpdate(m) => cell.update(|c| {
+                    *c = c.wrapping_add(h);
+                    if h % m == 0 {
+                        std::panic::panic_any(EpochPanic(i));
+                    }
+                }),
+                Op::LogThenPanic(m) => on_commit(move || {
+                    LOG.lock().unwrap().push((i, h));
+                    if h % m == 0 {
+                        std::panic::panic_any(EpochPanic(i));
+                    }
+                }),
+                Op::Link(k) => {
+                    let node = Arc::new(Spec::new(0u64));
+                    node.set(h);
+                    nodes.set(key(k, i, p.stride, NODES) as usize, Some(node));
+                }
+                Op::Follow(k) => {
+                    if let Some(n) = nodes.get(key(k, i, p.stride, NODES) as usize) {
+                        let v = n.update(|v| {
+                            *v = v.wrapping_add(h);
+                            *v
+                        });
+                        h = h.wrapping_mul(31).wrapping_add(v);
+                    }
+                }
+                Op::Unlink(k) => nodes.set(key(k, i, p.stride, NODES) as usize, None),
+                Op::Shared => shared.update(|s| *s += 1),
                 Op::Exit(kind, m) => {
                     if h % m == 0 {
                         match kind {
@@ -278,16 +411,25 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
         }
         Step::Done(Control::Continue)
     };
-    let run = catch_unwind(AssertUnwindSafe(|| {
-        // A fresh adaptive site per run: one program's dependences must not switch the
-        // next program to in-order execution.
-        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
-        Loop::new().threads(threads).site(site).run_segments(
-            0..p.epochs,
-            |i| (i, i.wrapping_mul(0x9e3779b97f4a7c15) | 1, 0),
-            step,
-        )
-    }));
+    let run = std::thread::scope(|s| {
+        // A plain thread updating data the loop updates too: no increment may be lost.
+        s.spawn(|| {
+            for _ in 0..PLAIN_INCREMENTS {
+                shared.update(|s| *s += 1);
+                std::hint::spin_loop();
+            }
+        });
+        catch_unwind(AssertUnwindSafe(|| {
+            // A fresh adaptive site per run: one program's dependences must not switch
+            // the next program to in-order execution.
+            let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+            Loop::new().threads(threads).site(site).run_segments(
+                0..p.epochs,
+                |i| (i, i.wrapping_mul(0x9e3779b97f4a7c15) | 1, 0),
+                step,
+            )
+        }))
+    });
     let outcome = match run {
         Ok(LoopOutcome::Completed) => Outcome::Completed,
         Ok(LoopOutcome::Broke) => Outcome::Broke,
@@ -307,6 +449,12 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
         outcome,
         log: std::mem::take(&mut *LOG.lock().unwrap()),
         escapes: ESCAPES.load(Ordering::SeqCst),
+        nodes: nodes
+            .into_vec()
+            .into_iter()
+            .map(|n| n.map(|n| n.get()))
+            .collect(),
+        shared: shared.into_inner(),
     }
 }
 

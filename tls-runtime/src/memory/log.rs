@@ -16,20 +16,29 @@
 //! iteration there: the writes after it are discarded and the undo actions registered
 //! after it run, as the sequential loop would never have made them.
 //!
+//! When writes follow an action, the committer keeps the locks while the actions run:
+//! a write from elsewhere between the check and those writes would otherwise be lost
+//! under them. The actions' own accesses to those slots go ahead under the commit's
+//! hold (`nesting::committing`), and a loop an action starts runs in order on this
+//! thread. So a commit-time action must not wait for another thread that may be
+//! waiting for data the iteration wrote. When no write follows an action, the locks
+//! are released before the actions run.
+//!
 //! The committer never waits for a busy lock while holding another: a busy one makes
 //! it release all and start over, so it cannot deadlock with code that holds one slot
-//! and waits for another (nested accesses in a closure). No user code runs while it
-//! holds locks; replaced values are dropped at the very end.
+//! and waits for another (nested accesses in a closure). Replaced values are dropped
+//! at the very end, with no lock held.
 //!
 //! **Rollback** to segment `s`: the undo actions registered from `s` on run, newest
 //! first; the commit-time actions from `s` on are dropped; the versions written from
 //! `s` on are discarded (violating the epochs that read them). Discarded values are
 //! dropped at the end, once no record of the rollback points into them.
 
+use super::nesting;
 use crate::epoch::{
-    Access, Cause, CurrentGuard, Deferred, Drops, EpochCx, LoggedSlot, NOT_VIOLATED, WriteRecord,
+    Cause, CurrentGuard, Deferred, Drops, EpochCx, LoggedSlot, NOT_VIOLATED, WriteRecord,
 };
-use crate::sync::Held;
+use crate::sync::{Held, Ordering};
 use smallvec::SmallVec;
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -56,48 +65,70 @@ fn addr(p: SlotPtr) -> usize {
 /// On success its logs are empty.
 pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     let a = cx.access();
-    let mut drops = Drops::new();
     let writes = cx.writes.take();
-    let first = cx
-        .commits
-        .borrow()
-        .first()
-        .map_or(writes.len(), |d| d.writes_before);
-    if let Err((target, cause)) = apply_validated(cx, &a, &writes, &writes[..first], &mut drops) {
+    let mut order: SmallVec<[SlotPtr; 16]> = writes.iter().map(|w| w.slot).collect();
+    order.sort_unstable_by_key(|&p| addr(p));
+    order.dedup_by_key(|p| addr(*p));
+    let held = lock_all(&order);
+    if cx.ring().slot(cx.index).pending(Ordering::Acquire) != NOT_VIOLATED {
+        unlock_all(&order, &held);
         *cx.writes.borrow_mut() = writes;
+        let (target, cause) = cx.ring().slot(cx.index).take_violation();
         return CommitOutcome::Violated { target, cause };
     }
-    let actions = cx.commits.take();
-    let mut done = first;
-    let mut outcome = CommitOutcome::Committed;
-    for (k, d) in actions.into_iter().enumerate() {
-        let Deferred {
-            writes_before, run, ..
-        } = d;
-        // The writes made before this action (after the previous one).
-        let upto = writes_before.max(done);
-        for w in &writes[done..upto] {
-            apply_one(&a, w, &mut drops);
+    let mut drops = Drops::new();
+    let apply = |ws: &[WriteRecord], drops: &mut Drops| {
+        for w in ws {
+            let i = order
+                .binary_search_by_key(&addr(w.slot), |&p| addr(p))
+                .expect("every logged slot is locked");
+            // SAFETY: we hold the slot's lock (`held[i]`); logged slots outlive the
+            // records (see `memory::erase`).
+            unsafe { (*w.slot).apply(held[i], &a, (a.tag, w.segment, w.generation), drops) };
         }
-        done = upto;
-        let ran = {
-            let _plain = CurrentGuard::set(None);
-            catch_unwind(AssertUnwindSafe(run))
-        };
-        if let Err(p) = ran {
-            // The iteration ends here: nothing it did after the action happened.
-            for w in writes[done..].iter().rev() {
-                // SAFETY: logged slots outlive the records (see `memory::erase`).
-                unsafe { &*w.slot }.discard(&a, 0, &mut drops);
-            }
-            done = writes.len();
+    };
+    let actions = cx.commits.take();
+    let first = actions.first().map_or(writes.len(), |d| d.writes_before);
+    apply(&writes[..first], &mut drops);
+    let mut outcome = CommitOutcome::Committed;
+    if first == writes.len() {
+        // No write after an action: release the locks before running user code.
+        unlock_all(&order, &held);
+        if let Some((k, p)) = run_actions(actions, &mut drops, |_, _| {}) {
             run_undo(cx, |u| u.after_actions > k);
             outcome = CommitOutcome::ActionPanicked(p);
-            break;
         }
-    }
-    for w in &writes[done..] {
-        apply_one(&a, w, &mut drops);
+    } else {
+        // Writes after an action: the locks stay held until they are applied, so that
+        // nothing changes what they were computed from while the actions run; the
+        // actions' own accesses to these slots go ahead under the commit's hold.
+        let addrs: SmallVec<[usize; 16]> = order.iter().map(|&p| addr(p)).collect();
+        let mut done = first;
+        let panicked = nesting::committing(&addrs, || {
+            run_actions(actions, &mut drops, |d, drops| {
+                let upto = d.max(done);
+                apply(&writes[done..upto], drops);
+                done = upto;
+            })
+        });
+        match panicked {
+            Some((k, p)) => {
+                // The iteration ends at the action: nothing it did after happened.
+                nesting::committing(&addrs, || {
+                    for w in writes[done..].iter().rev() {
+                        // SAFETY: logged slots outlive the records.
+                        unsafe { &*w.slot }.discard(&a, 0, &mut drops);
+                    }
+                });
+                unlock_all(&order, &held);
+                run_undo(cx, |u| u.after_actions > k);
+                outcome = CommitOutcome::ActionPanicked(p);
+            }
+            None => {
+                apply(&writes[done..], &mut drops);
+                unlock_all(&order, &held);
+            }
+        }
     }
     drop(cx.undo.take());
     drop(writes);
@@ -105,38 +136,25 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     outcome
 }
 
-/// Locks every slot of `all` in address order, checks the epoch's violation word, and
-/// applies `now`; releases the locks. Fails, applying nothing, if the epoch was
-/// violated.
-fn apply_validated(
-    cx: &EpochCx,
-    a: &Access<'_>,
-    all: &[WriteRecord],
-    now: &[WriteRecord],
+/// Runs commit-time actions in order, outside speculation, calling
+/// `before(writes_before, drops)` ahead of each; stops at the first that panics and
+/// returns its index and payload.
+fn run_actions(
+    actions: Vec<Deferred>,
     drops: &mut Drops,
-) -> Result<(), (u32, Option<Cause>)> {
-    let mut order: SmallVec<[SlotPtr; 16]> = all.iter().map(|w| w.slot).collect();
-    order.sort_unstable_by_key(|&p| addr(p));
-    order.dedup_by_key(|p| addr(*p));
-    let held = lock_all(&order);
-    let violation = cx
-        .ring()
-        .slot(cx.index)
-        .pending(crate::sync::Ordering::Acquire);
-    if violation != NOT_VIOLATED {
-        unlock_all(&order, &held);
-        let (target, cause) = cx.ring().slot(cx.index).take_violation();
-        return Err((target, cause));
+    mut before: impl FnMut(usize, &mut Drops),
+) -> Option<(usize, Box<dyn Any + Send>)> {
+    for (k, d) in actions.into_iter().enumerate() {
+        before(d.writes_before, drops);
+        let ran = {
+            let _plain = CurrentGuard::set(None);
+            catch_unwind(AssertUnwindSafe(|| crate::escape::escaped(d.run)))
+        };
+        if let Err(p) = ran {
+            return Some((k, p));
+        }
     }
-    for w in now {
-        let i = order
-            .binary_search_by_key(&addr(w.slot), |&p| addr(p))
-            .expect("every logged slot is locked");
-        // SAFETY: we hold the slot's lock (`held[i]`); logged slots outlive the records.
-        unsafe { (*w.slot).apply(held[i], a, (a.tag, w.segment, w.generation), drops) };
-    }
-    unlock_all(&order, &held);
-    Ok(())
+    None
 }
 
 /// Takes the locks of `order` (sorted by address), never waiting for one while
@@ -172,17 +190,6 @@ fn unlock_all(order: &[SlotPtr], held: &[Held]) {
         // SAFETY: logged slots outlive the records; `h` is the hold we took.
         unsafe { &*s }.unlock(h);
     }
-}
-
-/// Applies one record, taking and releasing its slot's lock (writes after the first
-/// commit-time action: the epoch is already known to be valid).
-fn apply_one(a: &Access<'_>, w: &WriteRecord, drops: &mut Drops) {
-    // SAFETY: logged slots outlive the records (see `memory::erase`).
-    let s = unsafe { &*w.slot };
-    let h = s.lock();
-    // SAFETY: we hold the lock.
-    unsafe { s.apply(h, a, (a.tag, w.segment, w.generation), drops) };
-    s.unlock(h);
 }
 
 /// Runs, newest first and outside speculation, the undo actions for which `which`

@@ -2,8 +2,8 @@
 //! reads and writes and when, and predict the speedup the loop would get on 1 to 64
 //! cores by replaying those epochs through a model of the scheduler.
 //!
-//! - `recorder.rs`: what one epoch did ([`EpochProfile`]), recorded by the
-//!   [`Recorder`] in its epoch context; it depends on nothing else in the crate, so
+//! - `recorder.rs`: what one epoch did (`EpochProfile`), recorded by the
+//!   `Recorder` in its epoch context; it depends on nothing else in the crate, so
 //!   the epoch (which holds it) and profile mode do not import each other.
 //! - `profiled_run.rs`: running a loop in order with a recorder in each epoch.
 //! - `calibration.rs`: the runtime's costs the model charges, measured once.

@@ -24,9 +24,10 @@
 //! rollback, never a missed one.
 //!
 //! No user code runs under a slot's lock except the closure of the access itself (see
-//! `nesting` for what a closure may touch): values a write replaces, a commit
-//! overwrites or a rollback discards are dropped after the lock is released, since
-//! dropping them may drop speculative containers that take locks of their own.
+//! `nesting` for what a closure may touch) and the commit-time actions of a commit
+//! that keeps its write set locked (see `memory::log`): values a write replaces, a
+//! commit overwrites or a rollback discards are dropped after the lock is released,
+//! since dropping them may drop speculative containers that take locks of their own.
 
 mod state;
 
@@ -55,7 +56,7 @@ pub(crate) struct Slot<T> {
     spec: RaceCell<SpecState<T>>,
 }
 
-// SAFETY: all access to `value` and `meta` happens under `lock` (see every `with_mut`
+// SAFETY: all access to `value` and `spec` happens under `lock` (see every `with_mut`
 // below), so a `Slot` hands a `T` between threads exactly like `Mutex<T>` does: it is
 // `Sync` and `Send` when `T: Send`.
 unsafe impl<T: Send> Sync for Slot<T> {}
@@ -71,17 +72,21 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Takes the lock, following the rules of `nesting` when it is busy.
+    /// Takes the lock, following the rules of `nesting` when it is busy; `None` when
+    /// this thread's commit already holds it (the access goes ahead under that hold).
     #[inline]
-    fn acquire(&self) -> Held {
+    fn acquire(&self) -> Option<Held> {
         match self.lock.try_lock() {
-            Some(held) => held,
+            Some(held) => Some(held),
             None => self.acquire_contended(),
         }
     }
 
     #[cold]
-    fn acquire_contended(&self) -> Held {
+    fn acquire_contended(&self) -> Option<Held> {
+        if nesting::commit_holds(self as *const Self as usize) {
+            return None;
+        }
         if nesting::holds(&self.lock) {
             nesting::reentered();
         }
@@ -94,7 +99,7 @@ impl<T> Slot<T> {
             // after a while rather than risk waiting on a thread that waits on us.
             for spin in 0..(1u32 << 14) {
                 if let Some(held) = self.lock.try_lock() {
-                    return held;
+                    return Some(held);
                 }
                 if spin.is_multiple_of(256) {
                     std::thread::yield_now();
@@ -103,7 +108,7 @@ impl<T> Slot<T> {
             }
             cx.raise(RollbackSignal);
         }
-        self.lock.lock_contended()
+        Some(self.lock.lock_contended())
     }
 
     /// Runs `f` on the committed value and speculative state, under the lock. `f` is
@@ -112,7 +117,8 @@ impl<T> Slot<T> {
     fn locked<R>(&self, f: impl FnOnce(&mut T, &mut SpecState<T>) -> R) -> R {
         let held = self.acquire();
         let _unlock = Unlock(&self.lock, held);
-        // SAFETY: we hold `self.lock`, which guards both cells.
+        // SAFETY: we hold `self.lock` (or this thread's commit does, and we run inside
+        // it), which guards both cells.
         unsafe { self.value.with_mut(|v| self.spec.with_mut(|m| f(v, m))) }
     }
 
@@ -122,7 +128,7 @@ impl<T> Slot<T> {
     fn locked_user<R>(&self, f: impl FnOnce(&mut T, &mut SpecState<T>) -> R) -> R {
         let held = self.acquire();
         let _unlock = Unlock(&self.lock, held);
-        // SAFETY: we hold `self.lock`, which guards both cells.
+        // SAFETY: as in `locked`.
         nesting::in_closure(&self.lock, || unsafe {
             self.value.with_mut(|v| self.spec.with_mut(|m| f(v, m)))
         })
@@ -339,7 +345,7 @@ impl<T> Slot<T> {
     }
 
     /// Takes the lock for a commit (the committer holds several in address order and
-    /// never waits on a busy one while holding another; see `memory::commit`).
+    /// never waits on a busy one while holding another; see `memory::log`).
     pub(crate) fn lock_for_commit(&self) -> Held {
         self.lock.lock()
     }
@@ -420,11 +426,13 @@ impl<T> Slot<T> {
 }
 
 /// Releases a slot's lock when dropped (also while unwinding out of a user closure).
-struct Unlock<'a>(&'a RawLock, Held);
+struct Unlock<'a>(&'a RawLock, Option<Held>);
 
 impl Drop for Unlock<'_> {
     fn drop(&mut self) {
-        self.0.unlock(self.1);
+        if let Some(held) = self.1 {
+            self.0.unlock(held);
+        }
     }
 }
 
