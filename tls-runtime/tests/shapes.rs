@@ -14,7 +14,15 @@ use tls_runtime::{
 };
 
 const THREADS: [usize; 3] = [2, 4, 8];
-const ROUNDS: usize = 12;
+
+/// Repetitions of each case per thread count: `TLS_SHAPES_ROUNDS`, default 12 (CI runs
+/// the file once more under valgrind with fewer).
+fn rounds() -> usize {
+    std::env::var("TLS_SHAPES_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
 
 /// About `n` hundred nanoseconds of work, so that epochs overlap.
 fn spin(n: u64) -> u64 {
@@ -27,7 +35,7 @@ fn spin(n: u64) -> u64 {
 
 fn each_schedule(mut case: impl FnMut(usize)) {
     for threads in THREADS {
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds() {
             case(threads);
         }
     }
