@@ -171,7 +171,12 @@ fn two_loops_at_once_lose_no_update() {
             std::thread::scope(|s| {
                 for _ in 0..2 {
                     s.spawn(|| {
-                        Loop::new().threads(threads).run(0..1500u32, |_| {
+                        Loop::new().threads(threads).run(0..1500u32, |i| {
+                            // A commit-time action before the update: the update is
+                            // applied after the action runs, and must not be lost.
+                            if i % 2 == 0 {
+                                on_commit(|| {});
+                            }
                             total.update(|t| *t += 1);
                             Control::<()>::Continue
                         });
