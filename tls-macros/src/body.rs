@@ -2,7 +2,7 @@
 //! accumulations into outer variables, and the uses of outer variables that would be a
 //! dependence between epochs (reported by `valid.rs`).
 
-use crate::scan::{self, Binding};
+use crate::scan::{self, Binding, Scopes};
 use proc_macro2::Ident;
 use std::collections::BTreeSet;
 use syn::visit::{self, Visit};
@@ -29,12 +29,8 @@ pub(crate) fn analyze(
     outer_muts: &BTreeSet<String>,
     variables: &BTreeSet<String>,
 ) -> BodyInfo {
-    let mut bound = scan::all_bindings_in_block(&f.body);
-    let mut pat = Vec::new();
-    scan::pat_bindings(&f.pat, &mut pat);
-    bound.extend(pat.iter().map(|b| b.ident.to_string()));
     let mut w = Walker {
-        bound,
+        scopes: Scopes::loop_body(&f.pat, &f.body.stmts, 0),
         outer_muts,
         loop_label: f.label.as_ref().map(|l| l.name.ident.to_string()),
         labels: Vec::new(),
@@ -83,8 +79,8 @@ pub(crate) fn analyze(
 }
 
 struct Walker<'o> {
-    /// Names bound anywhere in the body: not outer.
-    bound: BTreeSet<String>,
+    /// The names the body binds around the current point: there, not outer.
+    scopes: Scopes,
     outer_muts: &'o BTreeSet<String>,
     loop_label: Option<String>,
     /// Labels of loops and blocks inside the body that enclose the current point.
@@ -98,8 +94,10 @@ struct Walker<'o> {
 }
 
 impl Walker<'_> {
+    /// Whether `i` here names a variable declared outside the loop (not shadowed by a
+    /// binding of the body in scope).
     fn outer(&self, i: &Ident) -> bool {
-        !self.bound.contains(&i.to_string())
+        !self.scopes.binds(i)
     }
 
     fn accumulate(&mut self, i: &Ident) {
@@ -256,14 +254,14 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 return;
             }
             Expr::ForLoop(f) => {
-                self.in_loop(f.label.as_ref(), |w| visit::visit_expr_for_loop(w, f));
+                self.in_loop(f.label.as_ref(), |w| w.visit_expr_for_loop(f));
                 return;
             }
             Expr::While(f) => {
                 if let Some(a) = scan::marked(&f.attrs) {
                     self.error(a, only_for("while"));
                 }
-                self.in_loop(f.label.as_ref(), |w| visit::visit_expr_while(w, f));
+                self.in_loop(f.label.as_ref(), |w| w.visit_expr_while(f));
                 return;
             }
             Expr::Loop(f) => {
@@ -304,6 +302,78 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         }
     }
 
+    // Scopes: a name the body binds is a local of the epoch from its binding to the end
+    // of its block, arm, closure or loop, shadowing the function's variable of that name.
+
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        self.scopes.push();
+        self.scopes.bind_items(&b.stmts);
+        visit::visit_block(self, b);
+        self.scopes.pop();
+    }
+
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        // The initializer and `else` block first: the new names are not bound there
+        // (`let total = total + 1;` reads the outer `total`).
+        if let Some(init) = &l.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
+        self.visit_pat(&l.pat);
+        self.scopes.bind(&l.pat);
+    }
+
+    fn visit_arm(&mut self, a: &'ast syn::Arm) {
+        self.scopes.push();
+        self.scopes.bind(&a.pat);
+        visit::visit_arm(self, a);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
+        self.scopes.push();
+        for p in &c.inputs {
+            self.scopes.bind(p);
+        }
+        visit::visit_expr_closure(self, c);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
+        // `if let` (and let chains) bind in the condition and the `then` block only.
+        self.scopes.push();
+        self.visit_expr(&e.cond);
+        self.visit_block(&e.then_branch);
+        self.scopes.pop();
+        if let Some((_, els)) = &e.else_branch {
+            self.visit_expr(els);
+        }
+    }
+
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        self.scopes.push();
+        self.visit_expr(&e.cond);
+        self.visit_block(&e.body);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_for_loop(&mut self, e: &'ast ExprForLoop) {
+        self.visit_expr(&e.expr);
+        self.scopes.push();
+        self.scopes.bind(&e.pat);
+        self.visit_pat(&e.pat);
+        self.visit_block(&e.body);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_let(&mut self, e: &'ast syn::ExprLet) {
+        self.visit_expr(&e.expr);
+        self.visit_pat(&e.pat);
+        self.scopes.bind(&e.pat);
+    }
+
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
@@ -313,4 +383,68 @@ pub(crate) fn only_for(kw: &str) -> String {
         "`#[tls_loop]` runs the iterations of a `for` loop as epochs; a `{kw}` loop has no items \
          to split into epochs: rewrite it as `for` over an iterator, or remove the attribute"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn read(f: &ExprForLoop) -> BodyInfo {
+        analyze(
+            f,
+            &set(&["total", "out"]),
+            &set(&["total", "out", "v", "x"]),
+        )
+    }
+
+    #[test]
+    fn locals_shadow_an_accumulated_variable_to_the_end_of_their_scope() {
+        let f: ExprForLoop = syn::parse_quote! {
+            for &x in v {
+                total += x;
+                {
+                    let mut total = 1;
+                    total += x;
+                    assert!(total > 0);
+                }
+                let add = |mut out: Vec<u64>| out.push(x);
+                match x { 0 => {} mut out => out += 1 }
+                if let Some(mut out) = None::<Vec<u64>> { out.push(x); } else { out.push(x); }
+                let mut total = x;
+                total += 1;
+                let _ = total;
+            }
+        };
+        let info = read(&f);
+        assert!(info.errors.is_empty(), "{:?}", info.errors);
+        let acc: Vec<String> = info.accumulated.iter().map(|i| i.to_string()).collect();
+        assert_eq!(acc, ["total", "out"]);
+        assert!(info.shared.is_empty());
+    }
+
+    #[test]
+    fn the_outer_variable_is_back_after_the_shadow_ends() {
+        let f: ExprForLoop = syn::parse_quote! {
+            for &x in v {
+                total += x;
+                {
+                    let total = 1;
+                    let _ = total;
+                }
+                let total = total + 1;
+                if let Some(out) = Some(x) {
+                    let _ = out;
+                }
+                out = Vec::new();
+            }
+        };
+        let errors: Vec<String> = read(&f).errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("cannot assign to `out`"));
+        assert!(errors[1].starts_with("`total` is accumulated into"));
+    }
 }

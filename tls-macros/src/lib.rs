@@ -70,6 +70,20 @@
 //! `m.insert(k, v)` as statements on a `mut` outer variable are recorded like `+=`;
 //! `write!(stdout(), ..)` / `writeln!(stderr(), ..)` are delayed like `print!`.
 //!
+//! Outer variables are found by scope, as rustc resolves names: a name the body binds
+//! (`let`, closure parameters, `for` / `match` / `if let` / `while let` / `let else`
+//! patterns, a nested `fn`, `const` or `static` item) is a local of the epoch from its
+//! binding to the end of its block, arm or closure, so uses of it there are left as
+//! written, even when an outer variable of that name is accumulated into elsewhere:
+//!
+//! ```text
+//! // Before
+//! total += x;  { let mut total = 1; total += x; }  let mut total = x; total += 1;
+//! // After
+//! { let v = x; __tls_acc_total.record(move |t| { (*t) += v; }) };
+//! { let mut total = 1; total += x; }  let mut total = x; total += 1;
+//! ```
+//!
 //! # `checkpoint!()`
 //!
 //! A statement at the top level of an epoch loop body: the body is split there, and the

@@ -86,7 +86,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         }
         _ => {}
     }
-    let outer_muts = scan::outer_mut_names(&f.func);
+    let outer_muts = scan::outer_mut_names(&f.func, &finder.selected);
     let variables = scan::fn_variables(&f.func);
     let mut plans = Vec::new();
     for l in &finder.selected {

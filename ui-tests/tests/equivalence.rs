@@ -427,6 +427,77 @@ fn accumulations_give_the_sequential_result_bit_for_bit() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Locals named like an accumulated variable: plain code in their scope.
+// ---------------------------------------------------------------------------------------
+
+#[tls_loop(threads = threads)]
+fn shadowed(xs: &[u64], threads: usize) -> (u64, Vec<u64>) {
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for &x in xs {
+        let w = work(x);
+        total += w % 1000;
+        {
+            let mut total = w % 7;
+            total += 1;
+            out.push(total);
+        }
+        match w % 4 {
+            0 => {
+                out.push(x);
+            }
+            mut out => {
+                out += 1;
+                total += out;
+            }
+        }
+        let step = |total: u64| total % 5;
+        let mut total = step(w);
+        checkpoint!();
+        total += 1;
+        out.push(total);
+    }
+    (total, out)
+}
+
+fn shadowed_plain(xs: &[u64]) -> (u64, Vec<u64>) {
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for &x in xs {
+        let w = work(x);
+        total += w % 1000;
+        {
+            let mut total = w % 7;
+            total += 1;
+            out.push(total);
+        }
+        match w % 4 {
+            0 => {
+                out.push(x);
+            }
+            mut out => {
+                out += 1;
+                total += out;
+            }
+        }
+        let step = |total: u64| total % 5;
+        let mut total = step(w);
+        total += 1;
+        out.push(total);
+    }
+    (total, out)
+}
+
+#[test]
+fn shadowing_locals_stay_local_and_accumulations_stay_sequential() {
+    let xs: Vec<u64> = (0..300).collect();
+    let expected = shadowed_plain(&xs);
+    for t in THREADS {
+        assert_eq!(shadowed(&xs, t), expected, "threads {t}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Output: printed in sequential order (checked in a child process), commit-time log.
 // ---------------------------------------------------------------------------------------
 

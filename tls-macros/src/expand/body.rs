@@ -23,15 +23,20 @@ pub(super) struct BodyRewriter<'a> {
     accumulated: &'a [Ident],
     /// Accumulated `&mut T` parameters: the accumulator holds `&mut *p`.
     reborrowed: &'a [Ident],
+    /// The names the body binds around the current point, which shadow the accumulated
+    /// variables of those names there (as `crate::body` read them).
+    scopes: scan::Scopes,
 }
 
 impl<'a> BodyRewriter<'a> {
     /// A rewriter for the body of the epoch loop labelled `label` (if it is), whose
-    /// accumulators are those of `accumulated`.
+    /// accumulators are those of `accumulated`; `scopes` holds what is bound where the
+    /// rewritten statements start.
     pub(super) fn new(
         label: Option<String>,
         accumulated: &'a [Ident],
         reborrowed: &'a [Ident],
+        scopes: scan::Scopes,
     ) -> Self {
         BodyRewriter {
             label,
@@ -39,6 +44,7 @@ impl<'a> BodyRewriter<'a> {
             loops: 0,
             accumulated,
             reborrowed,
+            scopes,
         }
     }
 }
@@ -54,11 +60,10 @@ impl BodyRewriter<'_> {
         }
     }
 
+    /// The accumulator of `i`, when `i` here is an accumulated variable (not a local of
+    /// the body shadowing it).
     fn accumulator(&self, i: &Ident) -> Option<Ident> {
-        self.accumulated
-            .iter()
-            .any(|a| a == i)
-            .then(|| acc_ident(i))
+        (self.accumulated.iter().any(|a| a == i) && !self.scopes.binds(i)).then(|| acc_ident(i))
     }
 
     fn loop_body(&mut self, body: &mut syn::Block) {
@@ -104,12 +109,18 @@ impl VisitMut for BodyRewriter<'_> {
             Expr::ForLoop(l) => {
                 l.attrs.retain(|a| !attr::is_tls_loop(a));
                 self.visit_expr_mut(&mut l.expr);
+                self.scopes.push();
+                self.scopes.bind(&l.pat);
                 self.loop_body(&mut l.body);
+                self.scopes.pop();
             }
             Expr::While(l) => {
                 l.attrs.retain(|a| !attr::is_tls_loop(a));
+                // `while let` binds in the condition and the body.
+                self.scopes.push();
                 self.visit_expr_mut(&mut l.cond);
                 self.loop_body(&mut l.body);
+                self.scopes.pop();
             }
             Expr::Loop(l) => {
                 l.attrs.retain(|a| !attr::is_tls_loop(a));
@@ -166,6 +177,64 @@ impl VisitMut for BodyRewriter<'_> {
             }
             _ => visit_mut::visit_expr_mut(self, e),
         }
+    }
+
+    // Scopes, as `crate::body` tracks them: a local of the body shadows an accumulated
+    // variable of the same name from its binding to the end of its block, arm or
+    // closure, and there the name is left as written.
+    //
+    // Before: total += x; { let mut total = 1; total += x; }
+    // After:  { let v = x; __tls_acc_total.record(move |t| { (*t) += v; }) };
+    //         { let mut total = 1; total += x; }
+
+    fn visit_block_mut(&mut self, b: &mut syn::Block) {
+        self.scopes.push();
+        self.scopes.bind_items(&b.stmts);
+        visit_mut::visit_block_mut(self, b);
+        self.scopes.pop();
+    }
+
+    fn visit_local_mut(&mut self, l: &mut syn::Local) {
+        // The initializer and `else` block see the names the `let` shadows.
+        if let Some(init) = &mut l.init {
+            self.visit_expr_mut(&mut init.expr);
+            if let Some((_, diverge)) = &mut init.diverge {
+                self.visit_expr_mut(diverge);
+            }
+        }
+        self.scopes.bind(&l.pat);
+    }
+
+    fn visit_arm_mut(&mut self, a: &mut syn::Arm) {
+        self.scopes.push();
+        self.scopes.bind(&a.pat);
+        visit_mut::visit_arm_mut(self, a);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_closure_mut(&mut self, c: &mut syn::ExprClosure) {
+        self.scopes.push();
+        for p in &c.inputs {
+            self.scopes.bind(p);
+        }
+        visit_mut::visit_expr_closure_mut(self, c);
+        self.scopes.pop();
+    }
+
+    fn visit_expr_if_mut(&mut self, e: &mut syn::ExprIf) {
+        // `if let` binds in the condition and the `then` block, not in `else`.
+        self.scopes.push();
+        self.visit_expr_mut(&mut e.cond);
+        self.visit_block_mut(&mut e.then_branch);
+        self.scopes.pop();
+        if let Some((_, els)) = &mut e.else_branch {
+            self.visit_expr_mut(els);
+        }
+    }
+
+    fn visit_expr_let_mut(&mut self, e: &mut syn::ExprLet) {
+        self.visit_expr_mut(&mut e.expr);
+        self.scopes.bind(&e.pat);
     }
 
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}

@@ -412,7 +412,13 @@ impl Segments<'_> {
 
     /// The segment's statements, rewritten by `BodyRewriter`.
     fn rewritten_stmts(&self, k: usize) -> Vec<Stmt> {
-        let mut rewriter = BodyRewriter::new(self.label.clone(), self.accumulated, self.reborrowed);
+        let scopes = scan::Scopes::loop_body(self.pat, self.stmts, self.ranges[k].start);
+        let mut rewriter = BodyRewriter::new(
+            self.label.clone(),
+            self.accumulated,
+            self.reborrowed,
+            scopes,
+        );
         let mut stmts: Vec<Stmt> = self.stmts[self.ranges[k].clone()].to_vec();
         let carried_later: Vec<&Binding> = self.carried[k.min(self.carried.len())..]
             .iter()
