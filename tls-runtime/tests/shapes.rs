@@ -401,3 +401,33 @@ fn an_overflowing_accumulation_ends_the_loop_with_the_sequential_state() {
         assert_eq!(*total.lock().unwrap_or_else(|e| e.into_inner()), 255);
     });
 }
+
+#[test]
+fn a_read_closure_may_write_the_location_it_reads_as_outside_loops() {
+    each_schedule(|threads| {
+        let s = Spec::new(0u64);
+        let m: SpecMap<u32, u64> = SpecMap::new();
+        m.insert(0, 1);
+        m.insert(1, 2);
+        Loop::new().threads(threads).chunk(1).run(0..200u32, |i| {
+            spin(u64::from(i % 3));
+            s.with(|v| s.set(v + 1));
+            let (a, b) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            let sum = m.with(&a, |va| {
+                va.copied().unwrap() % 1000 + m.get(&b).unwrap() % 1000
+            });
+            m.insert(a, sum * 3);
+            Control::<()>::Continue
+        });
+        let plain = Spec::new(0u64);
+        let mut want = [1u64, 2];
+        for i in 0..200 {
+            plain.with(|v| plain.set(v + 1));
+            let (a, b) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            want[a] = (want[a] % 1000 + want[b] % 1000) * 3;
+        }
+        assert_eq!(s.into_inner(), plain.into_inner(), "{threads} threads");
+        let got = m.into_map();
+        assert_eq!((got[&0], got[&1]), (want[0], want[1]), "{threads} threads");
+    });
+}

@@ -96,12 +96,13 @@ impl<T> Slot<T> {
             && !cx.raising.get()
         {
             // A speculative epoch waiting here holds another location's lock: give way
-            // after a while rather than risk waiting on a thread that waits on us.
-            for spin in 0..(1u32 << 14) {
+            // after a short while rather than risk waiting on a thread that waits on
+            // us (an ordinary holder is done within a few hundred nanoseconds).
+            for spin in 0..(1u32 << 11) {
                 if let Some(held) = self.lock.try_lock() {
                     return Some(held);
                 }
-                if spin.is_multiple_of(256) {
+                if spin.is_multiple_of(128) {
                     std::thread::yield_now();
                 }
                 crate::sync::spin_hint();
@@ -216,6 +217,11 @@ impl<T> Slot<T> {
     }
 
     /// A speculative read by the epoch `a`: `f` sees the value visible to `a`.
+    ///
+    /// A small value without drop glue is copied out and `f` runs on the copy with no
+    /// lock held, as a read outside any loop does (`Slot::snapshot`): a closure that
+    /// reads the location and writes it (`s.with(|v| s.set(v + 1))`) then behaves the
+    /// same in both, and nested accesses cannot wait on each other.
     #[inline]
     pub(crate) fn read_spec<R>(
         &self,
@@ -223,6 +229,19 @@ impl<T> Slot<T> {
         load: &'static Location<'static>,
         f: impl FnOnce(&T) -> R,
     ) -> R {
+        if !core::mem::needs_drop::<T>() && core::mem::size_of::<T>() <= 64 {
+            let copy = self.locked(|committed, st| {
+                let (value, seen) = visible(committed, &st.versions, a);
+                // SAFETY: a bitwise copy of a value without drop glue is that value;
+                // `ManuallyDrop` keeps it from being dropped as a second owner.
+                let copy = core::mem::ManuallyDrop::new(unsafe { core::ptr::read(value) });
+                if seen.tag != a.tag {
+                    record_reader(st, a, seen, load);
+                }
+                copy
+            });
+            return f(&copy);
+        }
         self.locked_user(|committed, st| {
             // The record comes first: if `f` panics on a stale value, the epoch must
             // still learn that it was stale.
