@@ -2,7 +2,8 @@
 //! accumulations into outer variables, and the uses of outer variables that would be a
 //! dependence between epochs (reported by `valid.rs`).
 
-use crate::scan::{self, Binding, Scopes};
+use crate::scan::{self, Binding};
+use crate::scopes::Scopes;
 use proc_macro2::Ident;
 use std::collections::BTreeSet;
 use syn::visit::{self, Visit};
@@ -73,7 +74,7 @@ pub(crate) fn analyze(
         shared,
         accumulated: w.accumulated,
         returns: w.returns,
-        carried: scan::carried(f),
+        carried: crate::scopes::carried(f),
         errors,
     }
 }

@@ -129,6 +129,7 @@ mod attr;
 mod body;
 mod expand;
 mod scan;
+mod scopes;
 mod symbol;
 mod valid;
 

@@ -25,7 +25,7 @@ pub(super) struct BodyRewriter<'a> {
     reborrowed: &'a [Ident],
     /// The names the body binds around the current point, which shadow the accumulated
     /// variables of those names there (as `crate::body` read them).
-    scopes: scan::Scopes,
+    scopes: crate::scopes::Scopes,
 }
 
 impl<'a> BodyRewriter<'a> {
@@ -36,7 +36,7 @@ impl<'a> BodyRewriter<'a> {
         label: Option<String>,
         accumulated: &'a [Ident],
         reborrowed: &'a [Ident],
-        scopes: scan::Scopes,
+        scopes: crate::scopes::Scopes,
     ) -> Self {
         BodyRewriter {
             label,

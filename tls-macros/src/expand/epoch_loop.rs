@@ -412,7 +412,7 @@ impl Segments<'_> {
 
     /// The segment's statements, rewritten by `BodyRewriter`.
     fn rewritten_stmts(&self, k: usize) -> Vec<Stmt> {
-        let scopes = scan::Scopes::loop_body(self.pat, self.stmts, self.ranges[k].start);
+        let scopes = crate::scopes::Scopes::loop_body(self.pat, self.stmts, self.ranges[k].start);
         let mut rewriter = BodyRewriter::new(
             self.label.clone(),
             self.accumulated,
