@@ -413,6 +413,12 @@ impl EpochCx {
         *self.held_panic.borrow_mut() = logs.held_panic;
     }
 
+    /// How many epochs are still to commit before this one, as last seen.
+    #[inline]
+    pub(crate) fn distance_from_homefree(&self) -> u64 {
+        self.index.saturating_sub(self.watermark_cache.get())
+    }
+
     /// Marks the epoch homefree (the runner saw the watermark reach it).
     pub(crate) fn set_homefree(&self) {
         self.homefree.set(true);

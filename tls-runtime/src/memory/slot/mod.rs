@@ -97,8 +97,11 @@ impl<T> Slot<T> {
         {
             // A speculative epoch waiting here holds another location's lock: give way
             // after a short while rather than risk waiting on a thread that waits on
-            // us (an ordinary holder is done within a few hundred nanoseconds).
-            for spin in 0..(1u32 << 11) {
+            // us (an ordinary holder is done within a few hundred nanoseconds). The
+            // further an epoch is from homefree, the sooner it gives way, so that of
+            // two epochs waiting on each other the younger yields first.
+            let budget = (1u32 << 11) >> cx.distance_from_homefree().min(11);
+            for spin in 0..budget.max(1) {
                 if let Some(held) = self.lock.try_lock() {
                     return Some(held);
                 }
