@@ -30,10 +30,15 @@ pub fn on_commit(f: impl FnOnce() + Send + 'static) {
 fn defer(f: Box<dyn FnOnce() + Send + '_>) {
     match epoch::current() {
         None => f(),
+        Some(cx) if cx.published() => {
+            // The epoch runs as plain code now (see `memory::publish_prefix`).
+            let _plain = epoch::CurrentGuard::set(None);
+            f()
+        }
         Some(cx) => {
-            // An epoch, even homefree, can still roll back until it commits (plain
-            // code or another loop may change what it read): the action waits for
-            // the commit, where it runs after the epoch's earlier writes.
+            // An epoch, even homefree, can still roll back until it publishes or
+            // commits (plain code or another loop may change what it read): the action
+            // waits for the commit, where it runs after the epoch's earlier writes.
             let _ = cx.begin_access();
             // SAFETY: only the lifetime bound is erased. `defer` is reached with a
             // non-'static closure only through `Accumulator::record`, whose contract

@@ -172,6 +172,15 @@ impl EpochRing {
         slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
     }
 
+    /// Asks epoch `tag` to roll back to `segment` again (a violation taken by a commit
+    /// that then could not go on), if the slot still belongs to it.
+    pub(crate) fn rearm(&self, tag: Tag, segment: u32) {
+        let slot = self.slot(index_of(tag));
+        if slot.tag.load(Ordering::Acquire) == tag {
+            slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
+        }
+    }
+
     /// Squashes every in-flight epoch of loop `serial` after `index`: they roll back to
     /// their start and learn from the loop's stop index that they must not re-run.
     pub(crate) fn squash_after(&self, serial: u32, index: u64) {
@@ -271,6 +280,8 @@ pub(crate) struct Logs {
     pub(crate) undo: Vec<Undo>,
     pub(crate) commits: Vec<Deferred>,
     pub(crate) held_panic: Option<String>,
+    /// See `EpochCx::published`.
+    pub(crate) published: bool,
 }
 
 /// The context of the epoch attempt running on this thread. Lives on the running
@@ -280,6 +291,9 @@ pub(crate) struct EpochCx {
     pub(crate) index: u64,
     pub(crate) segment: Cell<u32>,
     homefree: Cell<bool>,
+    /// Homefree, and everything it did so far is committed (`memory::publish_prefix`):
+    /// from here on it runs as plain code does and never rolls back.
+    published: Cell<bool>,
     watermark_cache: Cell<u64>,
     /// A rollback signal is unwinding: accesses made by destructors must not raise again.
     pub(crate) raising: Cell<bool>,
@@ -345,6 +359,7 @@ impl EpochCx {
             index: index_of(tag),
             segment: Cell::new(0),
             homefree: Cell::new(false),
+            published: Cell::new(false),
             watermark_cache: Cell::new(0),
             raising: Cell::new(false),
             ordinal: Cell::new(0),
@@ -402,6 +417,7 @@ impl EpochCx {
             undo: self.undo.take(),
             commits: self.commits.take(),
             held_panic: self.held_panic.take(),
+            published: self.published.get(),
         }
     }
 
@@ -411,12 +427,24 @@ impl EpochCx {
         *self.undo.borrow_mut() = logs.undo;
         *self.commits.borrow_mut() = logs.commits;
         *self.held_panic.borrow_mut() = logs.held_panic;
+        self.published.set(logs.published);
     }
 
     /// How many epochs are still to commit before this one, as last seen.
     #[inline]
     pub(crate) fn distance_from_homefree(&self) -> u64 {
         self.index.saturating_sub(self.watermark_cache.get())
+    }
+
+    /// Whether the epoch has published what it did and now runs as plain code.
+    #[inline]
+    pub(crate) fn published(&self) -> bool {
+        self.published.get()
+    }
+
+    /// Notes that everything the epoch did so far is committed.
+    pub(crate) fn set_published(&self) {
+        self.published.set(true);
     }
 
     /// Marks the epoch homefree (the runner saw the watermark reach it).
@@ -456,7 +484,7 @@ impl EpochCx {
     /// `live_loops`), and until its commit it can still roll back.
     #[inline]
     pub(crate) fn check_violation(&self) {
-        if self.raising.get() {
+        if self.raising.get() || self.published.get() {
             return;
         }
         if !self.homefree.get() {

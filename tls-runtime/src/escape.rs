@@ -147,7 +147,9 @@ pub fn escape_checked<R>(
 /// nothing can be rolled back and `undo` is dropped unrun; once the epoch commits, its
 /// undo actions are dropped unrun.
 pub fn on_violation(undo: impl FnOnce() + Send + 'static) {
-    if let Some(cx) = epoch::current() {
+    if let Some(cx) = epoch::current()
+        && !cx.published()
+    {
         cx.register_undo(Box::new(undo));
     }
 }

@@ -70,7 +70,8 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     order.sort_unstable_by_key(|&p| addr(p));
     order.dedup_by_key(|p| addr(*p));
     let held = lock_all(&order);
-    if cx.ring().slot(cx.index).pending(Ordering::Acquire) != NOT_VIOLATED {
+    // A published epoch has nothing left to check: it runs as plain code now.
+    if !cx.published() && cx.ring().slot(cx.index).pending(Ordering::Acquire) != NOT_VIOLATED {
         unlock_all(&order, &held);
         *cx.writes.borrow_mut() = writes;
         let (target, cause) = cx.ring().slot(cx.index).take_violation();
@@ -134,6 +135,26 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     drop(writes);
     drop(drops);
     outcome
+}
+
+/// Publishes what the homefree epoch of `cx` did so far (a commit of its logs so far,
+/// validated like any commit), so that from here on it runs as plain code does:
+/// writes in place, commit-time actions at once, no rollback. Called at its first
+/// write once homefree, when it holds no lock in a closure. If plain code or another
+/// loop invalidated it, it rolls back instead (this unwinds); if a commit-time action
+/// panics, the iteration ends with that panic.
+pub(crate) fn publish_prefix(cx: &EpochCx) {
+    match commit_epoch(cx) {
+        CommitOutcome::Committed => cx.set_published(),
+        CommitOutcome::Violated { target, .. } => {
+            cx.ring().rearm(cx.tag, target);
+            cx.raise(crate::epoch::RollbackSignal)
+        }
+        CommitOutcome::ActionPanicked(p) => {
+            cx.set_published();
+            std::panic::resume_unwind(p)
+        }
+    }
 }
 
 /// Runs commit-time actions in order, outside speculation, calling

@@ -30,6 +30,7 @@ mod vec;
 
 pub(crate) use consume::sweep_graves;
 pub use lines::{LINE_SIZE, SpecMemory};
+use log::publish_prefix;
 pub(crate) use log::{CommitOutcome, commit_epoch, undo_to};
 pub use map::SpecMap;
 pub use spec::Spec;
@@ -108,11 +109,11 @@ fn read_in_epoch<T, R>(
     load: &'static Location<'static>,
     f: impl FnOnce(&T) -> R,
 ) -> R {
-    if origin.private_to(cx) {
+    cx.note(slot as *const Slot<T> as usize, false);
+    if origin.private_to(cx) || cx.published() {
         return slot.read_committed(f);
     }
     let a = cx.begin_access();
-    cx.note(slot as *const Slot<T> as usize, false);
     slot.read_spec(&a, load, f)
 }
 
@@ -160,12 +161,29 @@ impl Header {
     }
 }
 
+/// Whether the epoch of `cx` writes in place: the container is private to it, or it is
+/// homefree and has published what it did before (publishing it now if it can: not
+/// while a closure of this thread holds a lock, which publishing could wait for, nor
+/// while a rollback unwinds).
+#[inline]
+fn writes_in_place(cx: &EpochCx, h: &Header) -> bool {
+    if h.origin.private_to(cx) || cx.published() {
+        return true;
+    }
+    if cx.homefree() && !cx.raising.get() && !nesting::nested() {
+        publish_prefix(cx);
+        return true;
+    }
+    false
+}
+
 /// Writes `value` to `slot`, a location of the container with header `h`.
 #[inline]
 pub(crate) fn write<T>(slot: &Slot<T>, h: &Header, store: &'static Location<'static>, value: T) {
     let old = match epoch::current() {
         None => Some(slot.write_committed(None, store, value)),
-        Some(cx) if h.origin.private_to(cx) => {
+        Some(cx) if writes_in_place(cx, h) => {
+            cx.note(slot as *const Slot<T> as usize, true);
             Some(slot.write_committed(Some(&cx.access()), store, value))
         }
         Some(cx) => {
@@ -189,7 +207,12 @@ pub(crate) fn update<T: Clone, R>(
 ) -> R {
     match epoch::current() {
         None => slot.update_committed(None, site, f),
-        Some(cx) if h.origin.private_to(cx) => slot.update_committed(Some(&cx.access()), site, f),
+        Some(cx) if writes_in_place(cx, h) => {
+            let addr = slot as *const Slot<T> as usize;
+            cx.note(addr, false);
+            cx.note(addr, true);
+            slot.update_committed(Some(&cx.access()), site, f)
+        }
         Some(cx) => {
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;

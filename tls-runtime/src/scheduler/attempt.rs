@@ -104,7 +104,7 @@ where
         };
         if matches!(end, EpochEnd::Control(Control::Continue))
             && self.watermark.load(Ordering::Acquire) == index
-            && self.ring.slot(index).pending(Ordering::Acquire) == NOT_VIOLATED
+            && (cx.published() || self.ring.slot(index).pending(Ordering::Acquire) == NOT_VIOLATED)
             && self.stop.load(Ordering::Acquire) == NO_STOP
         {
             // Homefree already and never violated: nothing can violate it any more

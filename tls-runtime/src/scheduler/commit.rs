@@ -89,6 +89,8 @@ where
         let _current = CurrentGuard::set(Some(&cx));
         let (mut target, mut cause) = match end {
             EpochEnd::Violated(t, c) => (t, c),
+            // It ran as plain code after publishing: nothing may re-run it.
+            _ if cx.published() => (NOT_VIOLATED, None),
             _ => self.ring.slot(index).take_violation(),
         };
         loop {
