@@ -8,7 +8,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
 /// plain-function form of `#[on_commit]`.
 ///
-/// Outside any speculative epoch `f` runs at once. Inside one it runs when the epoch
+/// Outside any speculative epoch, and in the homefree epoch once it has published what
+/// it did (at its first write), `f` runs at once. Otherwise it runs when the epoch
 /// commits, after the writes the iteration made before the call and before those it
 /// made after, outside speculation (its own accesses to speculative data are plain
 /// ones, and an `on_commit` call inside it runs at once). Actions of an epoch that is

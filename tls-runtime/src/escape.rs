@@ -5,7 +5,8 @@
 //! and written as committed data), serialized with other calls of the same function by
 //! its [`EscapeLock`], and it is *not* rolled back: the epoch registers an undo action
 //! (`on_violation`) that the runtime runs, newest first, if the epoch rolls back to a
-//! segment before the call. Until it commits, even a homefree epoch can roll back
+//! segment before the call. Until it commits, or publishes what it did at its first
+//! write once homefree (`memory::publish_prefix`), even a homefree epoch can roll back
 //! (plain code or another loop may change what it read), so it registers undo actions
 //! too.
 //!

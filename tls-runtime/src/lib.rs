@@ -98,8 +98,9 @@
 //! and plain threads: each epoch's writes become visible when it commits, and a commit
 //! elsewhere (or a plain write) that changes a value an epoch read violates that epoch,
 //! so no update is lost. An epoch's reads of locations it did not write are validated
-//! until its commit starts; a change after that orders after the epoch, as it would
-//! for plain code.
+//! until its commit starts, or, for the oldest (homefree) epoch, until its first write:
+//! there it commits what it did so far and from then on runs as plain code does. A
+//! change after that orders after the epoch, as it would for plain code.
 //!
 //! **Nested accesses.** An `update` or `with` closure may access other speculative
 //! locations. A speculative epoch that would wait for a location while its closure
