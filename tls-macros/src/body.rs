@@ -306,12 +306,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     // Scopes: a name the body binds is a local of the epoch from its binding to the end
     // of its block, arm, closure or loop, shadowing the function's variable of that name.
 
-    fn visit_block(&mut self, b: &'ast syn::Block) {
-        self.scopes.push();
-        self.scopes.bind_items(&b.stmts);
-        visit::visit_block(self, b);
-        self.scopes.pop();
-    }
+    crate::scopes::scoped_walk!();
 
     fn visit_local(&mut self, l: &'ast syn::Local) {
         // The initializer and `else` block first: the new names are not bound there
@@ -324,40 +319,6 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         }
         self.visit_pat(&l.pat);
         self.scopes.bind(&l.pat);
-    }
-
-    fn visit_arm(&mut self, a: &'ast syn::Arm) {
-        self.scopes.push();
-        self.scopes.bind(&a.pat);
-        visit::visit_arm(self, a);
-        self.scopes.pop();
-    }
-
-    fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
-        self.scopes.push();
-        for p in &c.inputs {
-            self.scopes.bind(p);
-        }
-        visit::visit_expr_closure(self, c);
-        self.scopes.pop();
-    }
-
-    fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
-        // `if let` (and let chains) bind in the condition and the `then` block only.
-        self.scopes.push();
-        self.visit_expr(&e.cond);
-        self.visit_block(&e.then_branch);
-        self.scopes.pop();
-        if let Some((_, els)) = &e.else_branch {
-            self.visit_expr(els);
-        }
-    }
-
-    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
-        self.scopes.push();
-        self.visit_expr(&e.cond);
-        self.visit_block(&e.body);
-        self.scopes.pop();
     }
 
     fn visit_expr_for_loop(&mut self, e: &'ast ExprForLoop) {

@@ -8,6 +8,52 @@ use std::collections::BTreeSet;
 use syn::visit::{self, Visit};
 use syn::{ExprForLoop, Macro, Pat, Stmt};
 
+/// The `Visit` methods every walk of a loop body shares, for a visitor with a
+/// `scopes: Scopes` field: blocks, match arms, closures, `if let` and `while let` open a
+/// scope and bind their names in it. (`let` and nested `for` differ per visitor: some
+/// look into the patterns too.)
+macro_rules! scoped_walk {
+    () => {
+        fn visit_block(&mut self, b: &'ast ::syn::Block) {
+            self.scopes.push();
+            self.scopes.bind_items(&b.stmts);
+            ::syn::visit::visit_block(self, b);
+            self.scopes.pop();
+        }
+        fn visit_arm(&mut self, a: &'ast ::syn::Arm) {
+            self.scopes.push();
+            self.scopes.bind(&a.pat);
+            ::syn::visit::visit_arm(self, a);
+            self.scopes.pop();
+        }
+        fn visit_expr_closure(&mut self, c: &'ast ::syn::ExprClosure) {
+            self.scopes.push();
+            for p in &c.inputs {
+                self.scopes.bind(p);
+            }
+            ::syn::visit::visit_expr_closure(self, c);
+            self.scopes.pop();
+        }
+        fn visit_expr_if(&mut self, e: &'ast ::syn::ExprIf) {
+            // `if let` (and let chains) bind in the condition and the `then` block only.
+            self.scopes.push();
+            self.visit_expr(&e.cond);
+            self.visit_block(&e.then_branch);
+            self.scopes.pop();
+            if let Some((_, els)) = &e.else_branch {
+                self.visit_expr(els);
+            }
+        }
+        fn visit_expr_while(&mut self, e: &'ast ::syn::ExprWhile) {
+            self.scopes.push();
+            self.visit_expr(&e.cond);
+            self.visit_block(&e.body);
+            self.scopes.pop();
+        }
+    };
+}
+pub(crate) use scoped_walk;
+
 /// The names bound at a point of a loop body, one frame per enclosing block, arm,
 /// closure, `if let`/`while let` or nested `for`: what shadows a variable of the
 /// function there. A name is bound from its binding to the end of its frame (an item,
@@ -111,12 +157,7 @@ pub(crate) fn free_mentions(stmts: &[Stmt]) -> Vec<Ident> {
                 self.mention(n);
             }
         }
-        fn visit_block(&mut self, b: &'ast syn::Block) {
-            self.scopes.push();
-            self.scopes.bind_items(&b.stmts);
-            visit::visit_block(self, b);
-            self.scopes.pop();
-        }
+        scoped_walk!();
         fn visit_local(&mut self, l: &'ast syn::Local) {
             // The initializer and `else` block first: the new names are not bound there.
             if let Some(init) = &l.init {
@@ -126,35 +167,6 @@ pub(crate) fn free_mentions(stmts: &[Stmt]) -> Vec<Ident> {
                 }
             }
             self.scopes.bind(&l.pat);
-        }
-        fn visit_arm(&mut self, a: &'ast syn::Arm) {
-            self.scopes.push();
-            self.scopes.bind(&a.pat);
-            visit::visit_arm(self, a);
-            self.scopes.pop();
-        }
-        fn visit_expr_closure(&mut self, c: &'ast syn::ExprClosure) {
-            self.scopes.push();
-            for p in &c.inputs {
-                self.scopes.bind(p);
-            }
-            visit::visit_expr_closure(self, c);
-            self.scopes.pop();
-        }
-        fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
-            self.scopes.push();
-            self.visit_expr(&e.cond);
-            self.visit_block(&e.then_branch);
-            self.scopes.pop();
-            if let Some((_, els)) = &e.else_branch {
-                self.visit_expr(els);
-            }
-        }
-        fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
-            self.scopes.push();
-            self.visit_expr(&e.cond);
-            self.visit_block(&e.body);
-            self.scopes.pop();
         }
         fn visit_expr_for_loop(&mut self, e: &'ast ExprForLoop) {
             self.visit_expr(&e.expr);
