@@ -38,7 +38,7 @@ use core::panic::Location;
 use smallvec::SmallVec;
 pub(crate) use state::SpecState;
 use state::{
-    COMMITTED, Own, insert_version, own_version, record_reader, take_version, violate_other_loops,
+    Own, insert_version, own_version, record_reader, take_version, violate_other_loops,
     violate_readers, visible,
 };
 
@@ -468,7 +468,7 @@ fn stale_after_direct_write<T>(
     store: &'static Location<'static>,
 ) {
     if let Some(a) = by {
-        violate_readers(st, a, store, |seen| seen.tag <= a.tag || seen == COMMITTED);
+        violate_readers(st, a, store, |seen| seen.tag <= a.tag);
     }
     violate_other_loops(st, by, store);
 }
