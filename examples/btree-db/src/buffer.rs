@@ -50,6 +50,17 @@ pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 const NO_PAGE: u32 = u32::MAX;
 
+/// How a miss fills its frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Read and verify (checksum, structure, LSN within the log).
+    Verified,
+    /// Read; a page failing verification becomes zeros for redo to rebuild.
+    Redo,
+    /// A fresh page from the end of the file: zeros, nothing read.
+    New,
+}
+
 struct Frame {
     data: FrameData,
     page: AtomicU32,
@@ -224,17 +235,23 @@ impl BufferPool {
 
     /// Pins page `id`, reading it from disk on a miss.
     pub(crate) fn get_page(&self, id: PageId) -> Result<PinnedPage<'_>> {
-        self.get_page_inner(id, false)
+        self.get_page_inner(id, Load::Verified)
     }
 
     /// `get_page` for redo: a page that fails its checksum or structure
     /// check (a torn write) is loaded as zeros instead, for the full-page
     /// image in the log to rebuild; any other redo operation on it fails.
     pub(crate) fn get_page_for_redo(&self, id: PageId) -> Result<PinnedPage<'_>> {
-        self.get_page_inner(id, true)
+        self.get_page_inner(id, Load::Redo)
     }
 
-    fn get_page_inner(&self, id: PageId, torn_ok: bool) -> Result<PinnedPage<'_>> {
+    /// Pins a page just taken from the end of the file (never written): its
+    /// frame is zeroed, nothing is read.
+    pub(crate) fn get_new_page(&self, id: PageId) -> Result<PinnedPage<'_>> {
+        self.get_page_inner(id, Load::New)
+    }
+
+    fn get_page_inner(&self, id: PageId, how: Load) -> Result<PinnedPage<'_>> {
         if id == 0 || id >= MAX_PAGES {
             return Err(Error::Corrupt {
                 page: id,
@@ -258,13 +275,27 @@ impl BufferPool {
         let fr = &self.frames[f as usize];
         let loaded = (|| {
             let mut buf = PageBuf::new(self.page_size());
+            if how == Load::New {
+                let mut g = fr.data.write(&fr.dirty);
+                g.write_bytes(0, buf.as_bytes());
+                return Ok(());
+            }
             self.pager.read_page(id, buf.as_bytes_mut())?;
             match node::verify(id, buf.as_bytes()) {
                 Ok(()) => {}
-                Err(Error::BadChecksum { .. } | Error::Corrupt { .. }) if torn_ok => {
+                Err(Error::BadChecksum { .. } | Error::Corrupt { .. }) if how == Load::Redo => {
                     buf.as_bytes_mut().fill(0);
                 }
                 Err(e) => return Err(e),
+            }
+            // A page is written only after the log holds its last record
+            // (the WAL rule), so a page newer than the whole log means the
+            // log lost records that the page depends on.
+            if buf.page_lsn() >= self.wal.next_lsn() {
+                return Err(Error::Corrupt {
+                    page: id,
+                    reason: "page is newer than the end of the log (log records are missing)",
+                });
             }
             let mut g = fr.data.write(&fr.dirty);
             g.write_bytes(0, buf.as_bytes());
@@ -373,7 +404,7 @@ impl BufferPool {
             g.page_lsn()
         };
         let r = self.wal.flush(lsn + 1, self.sync_log).and_then(|()| {
-            page::seal(buf.as_bytes_mut());
+            page::seal(id, buf.as_bytes_mut());
             self.pager.write_page(id, buf.as_bytes())
         });
         if r.is_err() {

@@ -82,7 +82,7 @@ impl Database {
             let pager = Pager::create(&path, &header)?;
             let (mut meta, mut cat) = Store::initial_pages(ps);
             for (id, buf) in [(META_PAGE, &mut meta), (CATALOG_ROOT, &mut cat)] {
-                page::seal(buf.as_bytes_mut());
+                page::seal(id, buf.as_bytes_mut());
                 pager.write_page(id, buf.as_bytes())?;
             }
             pager.sync()?;
@@ -98,7 +98,7 @@ impl Database {
             options.sync != SyncMode::Off,
         );
         let db = Database {
-            store: Store { pool, wal },
+            store: Store::new(pool, wal),
             locks: LockManager::new(options.lock_timeout),
             catalog: RwLock::new(Catalog::default()),
             ddl: Mutex::new(()),

@@ -38,6 +38,18 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The log is damaged where recovery cannot tell what was committed:
+    /// valid records follow a damaged one, the log ends before the last
+    /// checkpoint, or a page on disk is newer than the end of the log. The
+    /// database refuses to open rather than lose committed transactions
+    /// silently; restore the files from a backup.
+    LogDamaged {
+        /// Where the damage was found (the LSN of the first bad byte, or the
+        /// end of the readable log).
+        lsn: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// An option value is out of range.
     InvalidOptions(String),
     /// A key is longer than [`crate::Limits::max_key`].
@@ -93,6 +105,9 @@ impl fmt::Display for Error {
             }
             Error::Truncated { what } => write!(f, "file truncated while reading {what}"),
             Error::BadChecksum { page } => write!(f, "page {page} failed its checksum"),
+            Error::LogDamaged { lsn, reason } => {
+                write!(f, "the log is damaged at LSN {lsn}: {reason}")
+            }
             Error::Corrupt { page, reason } => write!(f, "page {page} is corrupt: {reason}"),
             Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),
             Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds {max}"),

@@ -370,36 +370,47 @@ pub(crate) fn validate<P: PageAccess>(p: &P) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Checks a page image read from disk: checksum, then structure. An all-zero
-/// page is valid (allocated but never written).
+/// Checks page `page`'s image read from disk: checksum (which covers the
+/// page number), then structure. An all-zero page is never valid: every page
+/// the database hands out is formatted and logged before it can be written,
+/// so zeros in place of a page are damage (a page allocated but never written
+/// is read through the buffer pool's new-page path, not this one).
 pub(crate) fn verify(page: PageId, bytes: &[u8]) -> error::Result<()> {
     if bytes.iter().all(|&b| b == 0) {
-        return Ok(());
+        return Err(Error::Corrupt {
+            page,
+            reason: "page is all zeros",
+        });
     }
     let stored = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    if stored != checksum(bytes) {
+    if stored != checksum(page, bytes) {
         return Err(Error::BadChecksum { page });
     }
     validate(&PageBuf::from_bytes(bytes)).map_err(|reason| Error::Corrupt { page, reason })
 }
 
-/// Decodes arbitrary bytes as a page: `Ok` only if the checksum and the
-/// whole structure are valid, so that every later accessor call stays in
-/// bounds. Never panics, whatever the input.
-pub fn validate_page(bytes: &[u8]) -> error::Result<()> {
+/// Decodes arbitrary bytes as page `page` of a database: `Ok` only if the
+/// checksum (over the page number and the bytes) and the whole structure
+/// are valid, so that every later accessor call stays in bounds. Never
+/// panics, whatever the input.
+pub fn validate_page(page: PageId, bytes: &[u8]) -> error::Result<()> {
     let n = bytes.len();
     if !(512..=32768).contains(&n) || !n.is_power_of_two() {
         return Err(Error::Truncated { what: "page" });
     }
-    verify(0, bytes)
+    verify(page, bytes)
 }
 
-/// Decodes a page image from disk the way the database does (checksum, then
-/// structure) and returns its cells and high key. Never panics, whatever the
-/// input: the entry point of the decoder fuzz target and property test.
+/// Decodes page `page`'s image from disk the way the database does
+/// (checksum, then structure) and returns its cells and high key. Never
+/// panics, whatever the input: the entry point of the decoder fuzz target
+/// and property test.
 #[allow(clippy::type_complexity)]
-pub fn decode_page(bytes: &[u8]) -> error::Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
-    validate_page(bytes)?;
+pub fn decode_page(
+    page: PageId,
+    bytes: &[u8],
+) -> error::Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
+    validate_page(page, bytes)?;
     let p = PageBuf::from_bytes(bytes);
     match kind(&p) {
         KIND_LEAF | KIND_BRANCH => {}

@@ -4,7 +4,7 @@
 //! Every page starts with a 32-byte header (little-endian integers):
 //!
 //! ```text
-//!  0 checksum u32 (crc32 of bytes 4..page_size; 0 on an all-zero page)
+//!  0 checksum u32 (crc32 of the page number, then bytes 4..page_size)
 //!  4 page LSN u64  (last log record applied to the page)
 //! 12 kind u8       (0 unused, 1 leaf, 2 branch, 3 meta, 4 free)
 //! 13 level u8      (0 for leaves)
@@ -223,13 +223,18 @@ impl PageBuf {
 impl_page_access!(PageBuf, s => s.bytes);
 impl_page_write!(PageBuf, s => s.bytes);
 
-/// The checksum of a page image (bytes 4..).
-pub(crate) fn checksum(bytes: &[u8]) -> u32 {
-    crc32fast::hash(&bytes[4..])
+/// The checksum of page `id`'s image: the page number (little-endian u32)
+/// followed by bytes 4.. . Covering the number makes a page written to, or
+/// copied into, the wrong place fail its check like a damaged one.
+pub(crate) fn checksum(id: u32, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&id.to_le_bytes());
+    h.update(&bytes[4..]);
+    h.finalize()
 }
 
-/// Stamps the checksum into a page image before it is written.
-pub(crate) fn seal(bytes: &mut [u8]) {
-    let c = checksum(bytes);
+/// Stamps page `id`'s checksum into its image before it is written.
+pub(crate) fn seal(id: u32, bytes: &mut [u8]) {
+    let c = checksum(id, bytes);
     bytes[OFF_CHECKSUM..OFF_CHECKSUM + 4].copy_from_slice(&c.to_le_bytes());
 }

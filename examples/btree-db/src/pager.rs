@@ -14,7 +14,8 @@ use crate::error::{Error, PageId, Result};
 
 const MAGIC: [u8; 8] = *b"BTREE-DB";
 /// The on-disk format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Version 2: page checksums cover the page number.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 const COPY_OFFSETS: [u64; 2] = [0, 256];
 const HEADER_LEN: usize = 48;
 

@@ -53,6 +53,7 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
         pos += rec.len;
         lsn += rec.len as u64;
     }
+    check_log_end(store, header, &bytes[pos..], lsn)?;
     wal.reset_end(lsn)?;
     next_txn.fetch_max(max_txn, Ordering::Relaxed);
 
@@ -78,6 +79,9 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
             stamp(store, p, lsn)?;
         }
     }
+
+    // Every walk from here on is bounded by the real page count.
+    store.set_walk_limit(store.page_count()?);
 
     // Undo, oldest loser first (their changes touch disjoint keys: they held
     // exclusive locks until the crash).
@@ -124,6 +128,57 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
         }
         ctx.rec.begin(txn, ctx.prev, KIND_ABORT);
         store.log(&mut ctx.rec, &mut []);
+    }
+    Ok(())
+}
+
+/// Decides whether the log's readable end is its real end. A crash can
+/// leave a torn or garbage tail after the last whole record, which is cut.
+/// But if a valid record follows the bad bytes, the log was damaged in the
+/// middle and the records after it (perhaps acknowledged commits) would be
+/// lost; if the log ends before the checkpoint, it lost records the header
+/// promises; and if a page on disk is newer than the end, the log lost
+/// records that page already reflects. Each refuses to open.
+fn check_log_end(store: &Store, header: &FileHeader, tail: &[u8], end: u64) -> Result<()> {
+    if end < header.checkpoint_lsn {
+        return Err(Error::LogDamaged {
+            lsn: end,
+            reason: "the log ends before the last checkpoint",
+        });
+    }
+    // A record's LSN field holds its own position: a cheap filter before
+    // the checksum, so scanning a long tail costs little.
+    for off in 1..tail.len() {
+        let at = end + off as u64;
+        if tail.get(off + 8..off + 16) == Some(&at.to_le_bytes()[..])
+            && Record::parse(tail, off, at).is_some()
+        {
+            return Err(Error::LogDamaged {
+                lsn: end,
+                reason: "a damaged record is followed by valid ones",
+            });
+        }
+    }
+    // After a crash (records past the checkpoint) or with bytes after the
+    // last record, check that no page on disk is newer than the log.
+    if end > header.checkpoint_lsn || !tail.is_empty() {
+        let pager = store.pool.pager();
+        let ps = pager.page_size();
+        let mut buf = vec![0u8; ps];
+        for id in 1..pager.len_pages()?.min(crate::buffer::MAX_PAGES as u64) as PageId {
+            pager.read_page(id, &mut buf)?;
+            let lsn = u64::from_le_bytes(buf[4..12].try_into().expect("8 bytes"));
+            let sealed = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"))
+                == crate::page::checksum(id, &buf);
+            // A page failing its checksum is a torn write, for redo (or, if
+            // nothing rebuilds it, the first read of it) to deal with.
+            if sealed && lsn >= end {
+                return Err(Error::LogDamaged {
+                    lsn: end,
+                    reason: "a page on disk is newer than the end of the log",
+                });
+            }
+        }
     }
     Ok(())
 }

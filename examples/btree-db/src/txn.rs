@@ -406,8 +406,12 @@ impl Cursor<'_, '_> {
             }
             let root = self.state.root();
             // Lock after releasing the latch (never wait for a lock while
-            // latched); if we waited, the entry may have changed.
-            if self.txn.lock_raw(lock_name(root, key), LockMode::Shared)? {
+            // latched). The value was read before the lock was ours: a
+            // writer may have changed it, committed or rolled back since,
+            // even if the lock came without waiting. It stands only if its
+            // page has not changed since (same page LSN); else read again.
+            let waited = self.txn.lock_raw(lock_name(root, key), LockMode::Shared)?;
+            if waited || !self.state.entry_unchanged() {
                 value.clear();
                 if !store.get(root, key, value, &mut 0)? {
                     continue;

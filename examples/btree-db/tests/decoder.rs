@@ -1,16 +1,22 @@
 //! The page decoder against random bytes: it must return an error or a
-//! well-formed page, never panic.
+//! well-formed page, never panic; and an all-zero page is never valid.
 
 use btree_db::{Database, Options, SyncMode, decode_page};
 use proptest::prelude::*;
 
-fn seal(page: &mut [u8]) {
-    let crc = crc32fast::hash(&page[4..]);
-    page[..4].copy_from_slice(&crc.to_le_bytes());
+/// Stamps the checksum of page `id` (it covers the page number).
+fn seal(id: u32, page: &mut [u8]) {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&id.to_le_bytes());
+    h.update(&page[4..]);
+    page[..4].copy_from_slice(&h.finalize().to_le_bytes());
 }
 
-/// Real leaf and branch images from a small database.
-fn real_pages() -> Vec<Vec<u8>> {
+/// The page number the random pages are decoded as.
+const ID: u32 = 5;
+
+/// Real leaf and branch images from a small database, with their numbers.
+fn real_pages() -> Vec<(u32, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(
         dir.path().join("t.db"),
@@ -33,8 +39,8 @@ fn real_pages() -> Vec<Vec<u8>> {
             let img = db.page_image(p).unwrap();
             let mut v = vec![0u8; 512];
             btree_db::PageAccess::read_bytes(&img, 0, &mut v);
-            seal(&mut v);
-            v
+            seal(p, &mut v);
+            (p, v)
         })
         .collect()
 }
@@ -44,26 +50,29 @@ proptest! {
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..5000)) {
-        let _ = decode_page(&bytes);
+        let _ = decode_page(ID, &bytes);
         let mut page = bytes.clone();
         page.resize(512, 0);
-        seal(&mut page);
-        let _ = decode_page(&page);
+        seal(ID, &mut page);
+        let _ = decode_page(ID, &page);
     }
 
     #[test]
     fn mutated_real_pages_never_panic(flips in proptest::collection::vec((0usize..512, any::<u8>()), 1..8), which in 0usize..3) {
         let pages = real_pages_cached();
-        let mut page = pages[which % pages.len()].clone();
+        let (id, original) = &pages[which % pages.len()];
+        let mut page = original.clone();
         for (off, x) in flips {
             page[off] ^= x;
         }
         // Unsealed: the checksum must catch it.
-        if page != pages[which % pages.len()] {
-            prop_assert!(decode_page(&page).is_err());
+        if page != *original {
+            prop_assert!(decode_page(*id, &page).is_err());
         }
-        seal(&mut page);
-        if let Ok((cells, _)) = decode_page(&page) {
+        // The right bytes in the wrong place fail too.
+        prop_assert!(decode_page(id + 1, original).is_err());
+        seal(*id, &mut page);
+        if let Ok((cells, _)) = decode_page(*id, &page) {
             for w in cells.windows(2) {
                 prop_assert!(w[0].0 < w[1].0);
             }
@@ -71,15 +80,22 @@ proptest! {
     }
 }
 
-fn real_pages_cached() -> &'static Vec<Vec<u8>> {
-    static PAGES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+fn real_pages_cached() -> &'static Vec<(u32, Vec<u8>)> {
+    static PAGES: std::sync::OnceLock<Vec<(u32, Vec<u8>)>> = std::sync::OnceLock::new();
     PAGES.get_or_init(real_pages)
 }
 
 #[test]
 fn real_pages_decode() {
-    for p in real_pages_cached() {
-        let (cells, _) = decode_page(p).unwrap();
+    for (id, p) in real_pages_cached() {
+        let (cells, _) = decode_page(*id, p).unwrap();
         assert!(!cells.is_empty());
+    }
+}
+
+#[test]
+fn zero_pages_are_never_valid() {
+    for size in [512usize, 4096] {
+        assert!(decode_page(ID, &vec![0u8; size]).is_err());
     }
 }

@@ -419,7 +419,7 @@ fn bad_files_give_clear_errors() {
         Database::open(&path, opts()),
         Err(Error::UnsupportedVersion {
             found: 99,
-            expected: 1
+            expected: 2
         })
     ));
 

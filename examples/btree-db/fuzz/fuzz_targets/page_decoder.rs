@@ -8,14 +8,18 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = btree_db::decode_page(data);
+    // The checksum covers the page number; decode as page 5.
+    const ID: u32 = 5;
+    let _ = btree_db::decode_page(ID, data);
     for size in [512usize, 4096] {
         let mut page = vec![0u8; size];
         let n = data.len().min(size);
         page[..n].copy_from_slice(&data[..n]);
-        let crc = crc32(&page[4..]);
+        let mut covered = ID.to_le_bytes().to_vec();
+        covered.extend_from_slice(&page[4..]);
+        let crc = crc32(&covered);
         page[..4].copy_from_slice(&crc.to_le_bytes());
-        if let Ok((cells, _high)) = btree_db::decode_page(&page) {
+        if let Ok((cells, _high)) = btree_db::decode_page(ID, &page) {
             for w in cells.windows(2) {
                 assert!(w[0].0 < w[1].0, "decoder accepted unsorted keys");
             }

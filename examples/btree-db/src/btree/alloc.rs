@@ -2,7 +2,7 @@
 //! pages from the free list or the end of the file, and creating and freeing
 //! whole trees.
 
-use crate::buffer::MAX_PAGES;
+use crate::buffer::{MAX_PAGES, PinnedPage};
 use crate::error::{PageId, Result};
 use crate::frame::PageMut;
 use crate::node;
@@ -35,15 +35,35 @@ impl Store {
     pub(crate) fn page_count(&self) -> Result<u32> {
         let m = self.pool.get_page(META_PAGE)?;
         let g = m.read();
+        if g.read_u8(OFF_KIND) != KIND_META {
+            return Err(corrupt(META_PAGE, "meta page is not a meta page"));
+        }
         Ok(g.read_u32(META_PAGE_COUNT))
     }
 
-    /// Allocates a page (free list first), logging the meta change into `rec`.
-    /// The caller keeps `meta` latched until the record is appended, so meta
-    /// changes reach the log in the order they happen.
-    pub(super) fn alloc(&self, meta: &mut PageMut<'_>, rec: &mut RecBuilder) -> Result<PageId> {
+    /// Allocates a page (free list first), logging the meta change into
+    /// `rec`, and returns it pinned. The caller keeps `meta` latched until
+    /// the record is appended, so meta changes reach the log in the order
+    /// they happen. On error nothing has changed: every check and the pin
+    /// come before the meta page is written, and the meta page itself or a
+    /// page outside the file is never handed out, whatever the meta page says.
+    pub(super) fn alloc(
+        &self,
+        meta: &mut PageMut<'_>,
+        rec: &mut RecBuilder,
+    ) -> Result<PinnedPage<'_>> {
+        if meta.read_u8(OFF_KIND) != KIND_META {
+            return Err(corrupt(META_PAGE, "meta page is not a meta page"));
+        }
+        let count = meta.read_u32(META_PAGE_COUNT);
+        if count <= CATALOG_ROOT || count >= MAX_PAGES {
+            return Err(corrupt(META_PAGE, "page count out of range"));
+        }
         let head = meta.read_u32(META_FREE_HEAD);
-        let id = if head != 0 {
+        if head != 0 {
+            if head <= CATALOG_ROOT || head >= count {
+                return Err(corrupt(META_PAGE, "free list head out of range"));
+            }
             let p = self.pool.get_page(head)?;
             let next = {
                 let g = p.read();
@@ -52,19 +72,42 @@ impl Store {
                 }
                 g.read_u32(OFF_NEXT_FREE)
             };
+            if next != 0 && (next <= CATALOG_ROOT || next >= count) {
+                return Err(corrupt(head, "free list link out of range"));
+            }
             meta.write_u32(META_FREE_HEAD, next);
             rec.op_write(META_PAGE, META_FREE_HEAD, &next.to_le_bytes());
-            head
+            Ok(p)
         } else {
-            let n = meta.read_u32(META_PAGE_COUNT);
-            if n >= MAX_PAGES - 1 {
+            if count >= MAX_PAGES - 1 {
                 return Err(corrupt(META_PAGE, "database is full"));
             }
-            meta.write_u32(META_PAGE_COUNT, n + 1);
-            rec.op_write(META_PAGE, META_PAGE_COUNT, &(n + 1).to_le_bytes());
-            n
-        };
-        Ok(id)
+            let p = self.pool.get_new_page(count)?;
+            meta.write_u32(META_PAGE_COUNT, count + 1);
+            rec.op_write(META_PAGE, META_PAGE_COUNT, &(count + 1).to_le_bytes());
+            self.raise_walk_limit(count + 1);
+            Ok(p)
+        }
+    }
+
+    /// Runs `f`, which allocates pages under the latched `meta`; if it fails,
+    /// puts the meta page's count and free-list head back as they were, so
+    /// an allocation that a later step undid leaves no unlogged change.
+    pub(super) fn allocating<'s, T>(
+        &'s self,
+        meta: &mut PageMut<'_>,
+        f: impl FnOnce(&'s Self, &mut PageMut<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let (count, head) = (
+            meta.read_u32(META_PAGE_COUNT),
+            meta.read_u32(META_FREE_HEAD),
+        );
+        let r = f(self, meta);
+        if r.is_err() {
+            meta.write_u32(META_PAGE_COUNT, count);
+            meta.write_u32(META_FREE_HEAD, head);
+        }
+        r
     }
 
     /// Allocates and formats an empty leaf as a table root (one record).
@@ -74,8 +117,8 @@ impl Store {
         rec.start_ops();
         let mp = self.pool.get_page(META_PAGE)?;
         let mut meta = mp.write();
-        let id = self.alloc(&mut meta, &mut rec)?;
-        let p = self.pool.get_page(id)?;
+        let p = self.alloc(&mut meta, &mut rec)?;
+        let id = p.id();
         let mut g = p.write();
         node::init(&mut g, KIND_LEAF, 0);
         rec.op_image(id, &g);
@@ -91,6 +134,9 @@ impl Store {
             let mut id = level_start;
             let mut next_level = None;
             while id != 0 {
+                if pages.len() as u64 > self.walk_limit() as u64 {
+                    return Err(corrupt(id, "right-link cycle"));
+                }
                 pages.push(id);
                 let p = self.pool.get_page(id)?;
                 let g = p.read();

@@ -28,7 +28,7 @@ impl Store {
             let mut steps = 0u64;
             while id != 0 {
                 steps += 1;
-                if steps > u32::MAX as u64 {
+                if steps > self.walk_limit() as u64 {
                     return Err(corrupt(id, "right-link cycle"));
                 }
                 let p = self.pool.get_page(id)?;

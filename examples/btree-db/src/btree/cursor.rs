@@ -5,9 +5,9 @@ use std::ops::Bound;
 use crate::buffer::PinnedPage;
 use crate::error::{PageId, Result};
 use crate::node;
-use crate::page::PageAccess;
+use crate::page::{KIND_LEAF, PageAccess};
 
-use super::store::Store;
+use super::store::{Store, corrupt};
 
 /// A forward cursor's position (the transaction layer adds locking).
 pub(crate) struct CursorState<'db> {
@@ -60,6 +60,15 @@ impl<'db> CursorState<'db> {
         self.done = true;
     }
 
+    /// Whether the current page is unchanged since the entry last returned
+    /// was read from it (same page LSN): a value read then is still the
+    /// value now.
+    pub(crate) fn entry_unchanged(&self) -> bool {
+        self.page
+            .as_ref()
+            .is_some_and(|p| p.read().page_lsn() == self.lsn)
+    }
+
     /// Moves to the next entry in range, copying it out.
     pub(crate) fn next(
         &mut self,
@@ -67,6 +76,10 @@ impl<'db> CursorState<'db> {
         key: &mut Vec<u8>,
         val: &mut Vec<u8>,
     ) -> Result<bool> {
+        // Both bounded, so damage (a cycle of right links, a link into
+        // another level) ends in an error rather than a hang.
+        let mut moves = 0u32;
+        let mut restarts = 0u32;
         loop {
             if self.done {
                 return Ok(false);
@@ -76,6 +89,27 @@ impl<'db> CursorState<'db> {
             };
             let right = {
                 let g = p.read();
+                if node::kind(&g) != KIND_LEAF {
+                    // The root was a leaf when the cursor reached it and has
+                    // split since (its cells moved to new children): find the
+                    // position again from the top.
+                    drop(g);
+                    restarts += 1;
+                    if restarts > u8::MAX as u32 {
+                        return Err(corrupt(p.id(), "right sibling at another level"));
+                    }
+                    let from = if self.started {
+                        self.last.clone()
+                    } else {
+                        match &self.lo {
+                            Bound::Included(k) | Bound::Excluded(k) => k.clone(),
+                            Bound::Unbounded => Vec::new(),
+                        }
+                    };
+                    self.page = Some(store.descend(self.root, &from, 0)?);
+                    self.lsn = u64::MAX;
+                    continue;
+                }
                 let n = node::nslots(&g);
                 let pos = if !self.started {
                     match &self.lo {
@@ -121,6 +155,10 @@ impl<'db> CursorState<'db> {
             if right == 0 {
                 self.close(store);
                 return Ok(false);
+            }
+            moves += 1;
+            if moves > store.walk_limit() {
+                return Err(corrupt(p.id(), "right-link cycle"));
             }
             let np = store.pool.get_page(right)?;
             self.page = Some(np);

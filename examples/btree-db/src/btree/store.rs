@@ -3,12 +3,15 @@
 //! change and how it is logged.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, MAX_PAGES};
 use crate::error::{Error, PageId, Result};
 use crate::node;
 use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess, PageWrite};
 use crate::wal::{RecBuilder, Wal};
+
+use super::alloc::CATALOG_ROOT;
 
 /// A change to one key.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +61,10 @@ pub(crate) struct LogCtx {
 pub(crate) struct Store {
     pub(crate) pool: BufferPool,
     pub(crate) wal: Arc<Wal>,
+    /// An upper bound on the pages in the database (the meta page's count
+    /// once known): no walk along right links or down a tree visits more
+    /// pages than exist, so a cycle made by damage ends in an error.
+    walk_limit: AtomicU32,
 }
 
 pub(crate) fn corrupt(page: PageId, reason: &'static str) -> Error {
@@ -72,6 +79,32 @@ pub(crate) fn check_node<P: PageAccess>(p: &P, id: PageId) -> Result<()> {
 }
 
 impl Store {
+    pub(crate) fn new(pool: BufferPool, wal: Arc<Wal>) -> Store {
+        Store {
+            pool,
+            wal,
+            walk_limit: AtomicU32::new(MAX_PAGES),
+        }
+    }
+
+    /// The most pages a walk may visit before it reports a cycle.
+    pub(crate) fn walk_limit(&self) -> u32 {
+        self.walk_limit.load(Ordering::Relaxed)
+    }
+
+    /// Sets the walk bound from the meta page's page count (after recovery).
+    pub(crate) fn set_walk_limit(&self, pages: u32) {
+        self.walk_limit
+            .store(pages.max(CATALOG_ROOT + 1), Ordering::Relaxed);
+    }
+
+    /// Raises the walk bound as pages are allocated.
+    pub(crate) fn raise_walk_limit(&self, pages: u32) {
+        if self.walk_limit() < pages {
+            self.walk_limit.fetch_max(pages, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn page_size(&self) -> usize {
         self.pool.page_size()
     }

@@ -5,7 +5,7 @@ use crate::buffer::PinnedPage;
 use crate::error::{PageId, Result};
 use crate::frame::PageMut;
 use crate::node;
-use crate::page::{KIND_BRANCH, KIND_LEAF};
+use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess};
 use crate::wal::{KIND_CLR, KIND_SMO, KIND_UPDATE, RecBuilder};
 
 use super::alloc::META_PAGE;
@@ -17,10 +17,12 @@ impl Store {
     pub(crate) fn descend(&self, root: PageId, key: &[u8], level: u8) -> Result<PinnedPage<'_>> {
         let mut p = self.pool.get_page(root)?;
         // Levels must fall by one per step down and stay put when moving
-        // right, and right moves are bounded: a crafted file with a cycle of
-        // pointers (valid checksums) yields an error, not a hang.
+        // right, and right moves are bounded by the page count: a crafted
+        // file with a cycle of pointers (valid checksums) yields an error,
+        // not a hang.
         let mut expect: Option<u8> = None;
         let mut moves = 0u32;
+        let limit = self.walk_limit();
         loop {
             let next = {
                 let g = p.read();
@@ -32,7 +34,7 @@ impl Store {
                 if node::beyond_high(&g, key) {
                     let r = node::right(&g);
                     moves += 1;
-                    if r == 0 || moves > 1 << 24 {
+                    if r == 0 || moves > limit {
                         return Err(corrupt(p.id(), "bad right link"));
                     }
                     expect = Some(l);
@@ -79,25 +81,37 @@ impl Store {
     }
 
     /// Latches `p` exclusively and moves right (latch coupling) until `key`
-    /// is below the high key.
+    /// is below the high key. `None` when `p` is no longer a node at `level`:
+    /// the descent released its latch, and a root split in between turned
+    /// the root into the parent of its old contents; the caller descends
+    /// again. Any other page never changes level while its table is locked.
     fn latch_for<'a>(
         &'a self,
         mut p: PinnedPage<'a>,
         key: &[u8],
-    ) -> Result<(PinnedPage<'a>, PageMut<'a>)> {
+        level: u8,
+    ) -> Result<Option<(PinnedPage<'a>, PageMut<'a>)>> {
         let mut g = p.write();
+        if !is_node_at(&g, level) {
+            return Ok(None);
+        }
+        let mut moves = 0u32;
         while node::beyond_high(&g, key) {
             let r = node::right(&g);
-            if r == 0 {
-                return Err(corrupt(p.id(), "high key without right link"));
+            moves += 1;
+            if r == 0 || moves > self.walk_limit() {
+                return Err(corrupt(p.id(), "bad right link"));
             }
             let np = self.pool.get_page(r)?;
             let ng = np.write();
+            if !is_node_at(&ng, level) {
+                return Err(corrupt(r, "right sibling at another level"));
+            }
             drop(g);
             g = ng;
             p = np;
         }
-        Ok((p, g))
+        Ok(Some((p, g)))
     }
 
     /// Point lookup: appends the value to `out`.
@@ -108,22 +122,38 @@ impl Store {
         out: &mut Vec<u8>,
         hint: &mut PageId,
     ) -> Result<bool> {
-        let mut p = self.find_leaf(root, key, hint)?;
-        loop {
-            let next = {
-                let g = p.read();
-                if !node::beyond_high(&g, key) {
-                    return Ok(match node::search(&g, key) {
-                        Ok(i) => {
-                            node::read_value(&g, i, out);
-                            true
+        let mut restarts = 0u32;
+        'descent: loop {
+            let mut p = self.find_leaf(root, key, hint)?;
+            let mut moves = 0u32;
+            loop {
+                let next = {
+                    let g = p.read();
+                    if !is_node_at(&g, 0) {
+                        // The root split after the descent let go of it.
+                        if moves == 0 && restart(&mut restarts, p.id())? {
+                            *hint = 0;
+                            continue 'descent;
                         }
-                        Err(_) => false,
-                    });
+                        return Err(corrupt(p.id(), "right sibling at another level"));
+                    }
+                    if !node::beyond_high(&g, key) {
+                        return Ok(match node::search(&g, key) {
+                            Ok(i) => {
+                                node::read_value(&g, i, out);
+                                true
+                            }
+                            Err(_) => false,
+                        });
+                    }
+                    node::right(&g)
+                };
+                moves += 1;
+                if next == 0 || moves > self.walk_limit() {
+                    return Err(corrupt(p.id(), "bad right link"));
                 }
-                node::right(&g)
-            };
-            p = self.pool.get_page(next)?;
+                p = self.pool.get_page(next)?;
+            }
         }
     }
 
@@ -138,9 +168,15 @@ impl Store {
         ctx: &mut LogCtx,
         hint: &mut PageId,
     ) -> Result<Outcome> {
+        let mut restarts = 0u32;
         loop {
             let leaf = self.find_leaf(root, key, hint)?;
-            let (p, mut g) = self.latch_for(leaf, key)?;
+            let leaf_id = leaf.id();
+            let Some((p, mut g)) = self.latch_for(leaf, key, 0)? else {
+                restart(&mut restarts, leaf_id)?;
+                *hint = 0;
+                continue;
+            };
             let found = node::search(&g, key);
             ctx.old.clear();
             ctx.had_old = false;
@@ -268,12 +304,19 @@ impl Store {
         rec.start_ops();
         let mp = self.pool.get_page(META_PAGE)?;
         let mut meta = mp.write();
-        let rid = self.alloc(&mut meta, rec)?;
-        let rp = self.pool.get_page(rid)?;
+        let (rp, lp) = self.allocating(&mut meta, |s, meta| {
+            let rp = s.alloc(meta, rec)?;
+            let lp = if is_root {
+                Some(s.alloc(meta, rec)?)
+            } else {
+                None
+            };
+            Ok((rp, lp))
+        })?;
+        let rid = rp.id();
         let mut rg = rp.write();
-        if is_root {
-            let lid = self.alloc(&mut meta, rec)?;
-            let lp = self.pool.get_page(lid)?;
+        if let Some(lp) = lp {
+            let lid = lp.id();
             let mut lg = lp.write();
             node::build(&mut lg, kind, level, &cells[..m], Some(&sep), rid);
             node::build(&mut rg, kind, level, &cells[m..], None, 0);
@@ -332,9 +375,14 @@ impl Store {
         ctx: &mut LogCtx,
     ) -> Result<()> {
         let val = child.to_le_bytes();
+        let mut restarts = 0u32;
         loop {
             let node_p = self.descend(root, &sep, level)?;
-            let (p, mut g) = self.latch_for(node_p, &sep)?;
+            let node_id = node_p.id();
+            let Some((p, mut g)) = self.latch_for(node_p, &sep, level)? else {
+                restart(&mut restarts, node_id)?;
+                continue;
+            };
             if node::search(&g, &sep).is_ok() {
                 return Ok(());
             }
@@ -370,4 +418,20 @@ impl Store {
         rec.op_insert(p.id(), sep, val);
         self.log(rec, &mut [(p.id(), g)]);
     }
+}
+
+/// Whether a latched page is a tree node at `level`.
+fn is_node_at<P: PageAccess>(g: &P, level: u8) -> bool {
+    matches!(node::kind(g), KIND_LEAF | KIND_BRANCH) && node::level(g) == level
+}
+
+/// Counts a restart of a descent after a concurrent root split. Each one
+/// follows a split that raised the root a level, so more restarts than a
+/// tree can have levels mean the page is damaged, not busy.
+fn restart(restarts: &mut u32, page: PageId) -> Result<bool> {
+    *restarts += 1;
+    if *restarts > u8::MAX as u32 {
+        return Err(corrupt(page, "page changed level"));
+    }
+    Ok(true)
 }
