@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, PageId, Result};
-use crate::frame::{FrameData, PageMut, PageRef};
+use crate::frame::{FrameData, Optimistic, PageMut, PageRef};
 use crate::node;
 use crate::page::{self, PageAccess, PageBuf, PageWrite};
+use crate::page_table::PageTable;
 use crate::pager::Pager;
 use crate::wal::Wal;
 
@@ -61,12 +62,21 @@ enum Load {
     New,
 }
 
+/// One frame, alone on its cache lines: pins and latches of neighbouring
+/// frames are written by different threads.
+#[repr(align(128))]
 struct Frame {
     data: FrameData,
+    /// The page held, `NO_PAGE` if none; set before the frame is published
+    /// in the page table.
     page: AtomicU32,
+    /// Pins, plus `EVICTING` while an evictor owns the frame.
     pins: AtomicU32,
     dirty: AtomicBool,
     referenced: AtomicBool,
+    /// `get_page` calls served from this frame (per frame, so counting
+    /// writes no line that other frames' users write).
+    hits: AtomicU64,
 }
 
 /// Replacement state; touched only on misses.
@@ -76,57 +86,20 @@ struct Replacer {
     free: Vec<u32>,
 }
 
-/// One shard of the page table. Pins are only taken under the shard lock,
-/// so an evictor holding it sees a stable pin count.
-struct Shard {
-    map: Mutex<PageTable>,
-    hits: AtomicU64,
-}
-
-/// One shard's page-id -> frame map: a direct-mapped vector indexed by
-/// `id / SHARDS` holding `frame + 1` (0 = not resident). Four bytes per
-/// database page, no hashing and no probing: a hit costs one cache line.
-#[derive(Default)]
-struct PageTable {
-    slots: Vec<u32>,
-}
-
-impl PageTable {
-    fn get(&self, id: PageId) -> Option<u32> {
-        match self.slots.get(id as usize / SHARDS) {
-            Some(&v) if v != 0 => Some(v - 1),
-            _ => None,
-        }
-    }
-
-    fn insert(&mut self, id: PageId, frame: u32) {
-        let i = id as usize / SHARDS;
-        if i >= self.slots.len() {
-            self.slots.resize((i + 1).next_power_of_two(), 0);
-        }
-        self.slots[i] = frame + 1;
-    }
-
-    fn remove(&mut self, id: PageId) {
-        if let Some(v) = self.slots.get_mut(id as usize / SHARDS) {
-            *v = 0;
-        }
-    }
-}
+/// Set in a frame's pin count while the frame is being evicted: a pin that
+/// sees it backs off, and the evictor waits for no pin to come.
+const EVICTING: u32 = 1 << 31;
 
 /// The largest database, in pages (a bound on what a corrupt pointer can
 /// make the page table allocate).
 pub(crate) const MAX_PAGES: u32 = 1 << 26;
-
-/// Page-table shards: hits on different pages rarely share a lock.
-const SHARDS: usize = 16;
 
 /// The buffer pool.
 pub(crate) struct BufferPool {
     pager: Pager,
     wal: Arc<Wal>,
     frames: Box<[Frame]>,
-    shards: Box<[Shard]>,
+    table: PageTable,
     /// Held for a whole miss (victim choice, write-back, read), so two
     /// misses on one page load it once.
     replacer: Mutex<Replacer>,
@@ -182,18 +155,14 @@ impl BufferPool {
                 pins: AtomicU32::new(0),
                 dirty: AtomicBool::new(false),
                 referenced: AtomicBool::new(false),
+                hits: AtomicU64::new(0),
             })
             .collect();
         let n = frames.len();
         BufferPool {
             pager,
             wal,
-            shards: (0..SHARDS)
-                .map(|_| Shard {
-                    map: Mutex::new(PageTable::default()),
-                    hits: AtomicU64::new(0),
-                })
-                .collect(),
+            table: PageTable::new(MAX_PAGES),
             replacer: Mutex::new(Replacer {
                 probation: VecDeque::with_capacity(n),
                 protected: VecDeque::with_capacity(n),
@@ -213,15 +182,24 @@ impl BufferPool {
         self.pager.page_size()
     }
 
-    fn shard(&self, id: PageId) -> &Shard {
-        &self.shards[id as usize % SHARDS]
+    /// Pins frame `f` if it still holds page `id` and nobody is evicting it.
+    fn pin(&self, f: u32, id: PageId) -> bool {
+        let fr = &self.frames[f as usize];
+        let prev = fr.pins.fetch_add(1, Ordering::Acquire);
+        if prev & EVICTING != 0 || fr.page.load(Ordering::Acquire) != id {
+            fr.pins.fetch_sub(1, Ordering::Release);
+            return false;
+        }
+        true
     }
 
-    /// Pins `id` if it is resident (the caller holds the shard lock).
-    fn try_hit<'a>(&'a self, map: &PageTable, id: PageId) -> Option<PinnedPage<'a>> {
-        let f = map.get(id)?;
+    /// Pins `id` if it is resident: no lock, and no write but the pin.
+    fn try_hit(&self, id: PageId) -> Option<PinnedPage<'_>> {
+        let f = self.table.get(id)?;
+        if !self.pin(f, id) {
+            return None;
+        }
         let fr = &self.frames[f as usize];
-        fr.pins.fetch_add(1, Ordering::Relaxed);
         // Load first: re-storing a set bit would dirty the cache line.
         if !fr.referenced.load(Ordering::Relaxed) {
             fr.referenced.store(true, Ordering::Relaxed);
@@ -231,6 +209,33 @@ impl BufferPool {
             frame: f,
             id,
         })
+    }
+
+    /// Reads page `id` without pinning or latching it, if it is resident
+    /// and no writer holds it: `read` runs on an optimistic view and its
+    /// result is returned only if the view was consistent throughout (else
+    /// it is retried a few times). `None`: use `get_page` and a latch.
+    pub(crate) fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        mut read: impl FnMut(&Optimistic<'_>) -> R,
+    ) -> Option<R> {
+        let f = self.table.get(id)?;
+        let fr = &self.frames[f as usize];
+        for _ in 0..4 {
+            let view = fr.data.optimistic()?;
+            if fr.page.load(Ordering::Acquire) != id {
+                return None;
+            }
+            let r = read(&view);
+            // Validated and still this page: `r` came from one consistent
+            // image of page `id` (an evictor changes the page number before
+            // a new page's bytes, which bump the version, go in).
+            if view.validate() && fr.page.load(Ordering::Relaxed) == id {
+                return Some(r);
+            }
+        }
+        None
     }
 
     /// Pins page `id`, reading it from disk on a miss.
@@ -258,14 +263,15 @@ impl BufferPool {
                 reason: "page number out of range",
             });
         }
-        let shard = self.shard(id);
-        if let Some(p) = self.try_hit(&lock(&shard.map), id) {
-            shard.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(p) = self.try_hit(id) {
+            self.frames[p.frame as usize]
+                .hits
+                .fetch_add(1, Ordering::Relaxed);
             return Ok(p);
         }
         let mut rep = lock(&self.replacer);
         // Another miss may have loaded it while we waited.
-        if let Some(p) = self.try_hit(&lock(&shard.map), id) {
+        if let Some(p) = self.try_hit(id) {
             return Ok(p);
         }
         let f = match rep.free.pop() {
@@ -302,17 +308,19 @@ impl BufferPool {
             Ok::<(), Error>(())
         })();
         if let Err(e) = loaded {
+            self.release_frame(f);
             rep.free.push(f);
             return Err(e);
         }
         fr.dirty.store(false, Ordering::Relaxed);
         fr.referenced.store(false, Ordering::Relaxed);
-        fr.page.store(id, Ordering::Relaxed);
-        {
-            let mut map = lock(&shard.map);
-            fr.pins.store(1, Ordering::Relaxed);
-            map.insert(id, f);
-        }
+        fr.page.store(id, Ordering::Release);
+        // Pinned for the caller, then no longer being evicted, then
+        // findable: a pin racing with this sees either the eviction flag or
+        // the new page number.
+        fr.pins.fetch_add(1, Ordering::Relaxed);
+        fr.pins.fetch_and(!EVICTING, Ordering::Release);
+        self.table.insert(id, f);
         rep.probation.push_back(f);
         Ok(PinnedPage {
             pool: self,
@@ -332,16 +340,26 @@ impl BufferPool {
             .fetch_sub(1, Ordering::Release);
     }
 
-    /// Unmaps frame `f` if nobody has it pinned; false if pinned.
+    /// Takes frame `f` for eviction and unmaps it if nobody has it pinned;
+    /// false if pinned.
     fn try_unmap(&self, f: u32) -> bool {
         let fr = &self.frames[f as usize];
-        let id = fr.page.load(Ordering::Relaxed);
-        let mut map = lock(&self.shard(id).map);
-        if fr.pins.load(Ordering::Acquire) > 0 {
+        if fr
+            .pins
+            .compare_exchange(0, EVICTING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             return false;
         }
-        map.remove(id);
+        self.table.remove(fr.page.load(Ordering::Relaxed));
         true
+    }
+
+    /// Gives up an eviction of frame `f` (its page stays, unmapped or not).
+    fn release_frame(&self, f: u32) {
+        self.frames[f as usize]
+            .pins
+            .fetch_and(!EVICTING, Ordering::Release);
     }
 
     /// Picks an unpinned victim frame, unmaps it and writes it back if dirty.
@@ -365,11 +383,13 @@ impl BufferPool {
                     // Unmapped: nobody can pin it now; write it back.
                     if let Err(e) = self.write_back(fr) {
                         let id = fr.page.load(Ordering::Relaxed);
-                        lock(&self.shard(id).map).insert(id, f);
+                        self.table.insert(id, f);
+                        self.release_frame(f);
                         rep.probation.push_front(f);
                         return Err(e);
                     }
-                    fr.page.store(NO_PAGE, Ordering::Relaxed);
+                    // Still flagged as evicting: the caller fills it.
+                    fr.page.store(NO_PAGE, Ordering::Release);
                     return Ok(f);
                 }
             } else {
@@ -430,16 +450,10 @@ impl BufferPool {
 
     /// Pins the page currently in frame `f`, if any.
     fn pin_frame(&self, f: u32) -> Option<PinnedPage<'_>> {
-        let fr = &self.frames[f as usize];
-        let id = fr.page.load(Ordering::Relaxed);
-        if id == NO_PAGE {
+        let id = self.frames[f as usize].page.load(Ordering::Acquire);
+        if id == NO_PAGE || !self.pin(f, id) {
             return None;
         }
-        let map = lock(&self.shard(id).map);
-        if map.get(id) != Some(f) {
-            return None;
-        }
-        fr.pins.fetch_add(1, Ordering::Relaxed);
         Some(PinnedPage {
             pool: self,
             frame: f,
@@ -449,14 +463,14 @@ impl BufferPool {
 
     /// `get_page` calls served without a read.
     pub(crate) fn hits(&self) -> u64 {
-        self.shards
+        self.frames
             .iter()
-            .map(|s| s.hits.load(Ordering::Relaxed))
+            .map(|f| f.hits.load(Ordering::Relaxed))
             .sum()
     }
 
     /// Whether page `id` is resident (for tests of the replacement policy).
     pub(crate) fn is_resident(&self, id: PageId) -> bool {
-        lock(&self.shard(id).map).get(id).is_some()
+        self.table.get(id).is_some()
     }
 }

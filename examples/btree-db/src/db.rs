@@ -18,6 +18,7 @@ use crate::page::{self, PageAccess, PageBuf};
 use crate::pager::{FileHeader, Pager};
 use crate::recovery;
 use crate::scratch::TxnScratch;
+use crate::stripes::{Counter, Striped, stripe};
 use crate::wal::{FIRST_LSN, Wal};
 
 /// An open database. `Send + Sync`: share it between threads with `Arc`.
@@ -29,18 +30,27 @@ pub struct Database {
     pub(crate) ddl: Mutex<()>,
     pub(crate) options: Options,
     pub(crate) limits: Limits,
+    /// Transaction ids are handed out in blocks of `ID_BLOCK` from here,
+    /// one block per stripe at a time; everything at or above it is unused.
     pub(crate) next_txn: AtomicU64,
-    /// Transactions that wrote: id -> a lower bound of their first LSN.
-    active: Mutex<IdMap<u64, u64>>,
+    /// Per stripe: the rest of its block of ids, `next..end`.
+    id_blocks: Striped<Mutex<(u64, u64)>>,
+    /// Transactions that wrote, on the stripe they registered on: id -> a
+    /// lower bound of their first LSN.
+    active: Striped<Mutex<IdMap<u64, u64>>>,
     checkpoint_lock: Mutex<()>,
-    pub(crate) txn_cache: Mutex<Vec<TxnScratch>>,
+    /// Finished transactions' buffers, per stripe.
+    txn_cache: Striped<Mutex<Vec<TxnScratch>>>,
     crashed: std::sync::atomic::AtomicBool,
     last_checkpoint: AtomicU64,
-    pub(crate) commits: AtomicU64,
-    pub(crate) aborts: AtomicU64,
-    pub(crate) deadlocks: AtomicU64,
+    pub(crate) commits: Counter,
+    pub(crate) aborts: Counter,
+    pub(crate) deadlocks: Counter,
     checkpoints: AtomicU64,
 }
+
+/// Transaction ids a stripe takes from `next_txn` at a time.
+const ID_BLOCK: u64 = 64;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -109,14 +119,15 @@ impl Database {
             },
             options,
             next_txn: AtomicU64::new(header.next_txn.max(1)),
-            active: Mutex::new(IdMap::default()),
+            id_blocks: Striped::default(),
+            active: Striped::default(),
             checkpoint_lock: Mutex::new(()),
-            txn_cache: Mutex::new(Vec::new()),
+            txn_cache: Striped::default(),
             crashed: std::sync::atomic::AtomicBool::new(false),
             last_checkpoint: AtomicU64::new(header.checkpoint_lsn),
-            commits: AtomicU64::new(0),
-            aborts: AtomicU64::new(0),
-            deadlocks: AtomicU64::new(0),
+            commits: Counter::default(),
+            aborts: Counter::default(),
+            deadlocks: Counter::default(),
             checkpoints: AtomicU64::new(0),
         };
         recovery::recover(&db.store, &header, &db.next_txn)?;
@@ -176,23 +187,40 @@ impl Database {
         v
     }
 
+    /// A new transaction id and buffers for it, from this thread's stripe.
+    pub(crate) fn txn_start(&self) -> (u64, TxnScratch) {
+        let id = {
+            let mut block = lock(self.id_blocks.mine());
+            if block.0 == block.1 {
+                let start = self.next_txn.fetch_add(ID_BLOCK, Ordering::Relaxed);
+                *block = (start, start + ID_BLOCK);
+            }
+            block.0 += 1;
+            block.0 - 1
+        };
+        let scratch = lock(self.txn_cache.mine()).pop().unwrap_or_default();
+        (id, scratch)
+    }
+
     /// Keeps a finished transaction's buffers for the next one.
     pub(crate) fn recycle_scratch(&self, s: TxnScratch) {
-        let mut cache = lock(&self.txn_cache);
-        if cache.len() < 64 {
+        let mut cache = lock(self.txn_cache.mine());
+        if cache.len() < 8 {
             cache.push(s);
         }
     }
 
-    /// Registers a transaction's first write; `lsn_floor` is at or below the
-    /// LSN of its first record.
-    pub(crate) fn register_writer(&self, txn: u64) {
-        let mut a = lock(&self.active);
-        a.insert(txn, self.store.wal.next_lsn());
+    /// Registers a transaction's first write (with a lower bound of the LSN
+    /// of its first record); returns the stripe to unregister it from.
+    pub(crate) fn register_writer(&self, txn: u64) -> usize {
+        let at = stripe();
+        let floor = self.store.wal.next_lsn();
+        lock(self.active.at(at)).insert(txn, floor);
+        at
     }
 
-    pub(crate) fn unregister_writer(&self, txn: u64) {
-        lock(&self.active).remove(&txn);
+    pub(crate) fn unregister_writer(&self, txn: u64, at: usize) {
+        lock(self.active.at(at)).remove(&txn);
     }
 
     /// Takes a checkpoint: writes the log and every dirty page, syncs, records
@@ -203,9 +231,10 @@ impl Database {
         let _one = lock(&self.checkpoint_lock);
         let wal = &self.store.wal;
         let redo = wal.begin_checkpoint();
-        let oldest = lock(&self.active)
-            .values()
-            .copied()
+        let oldest = self
+            .active
+            .all()
+            .filter_map(|a| lock(a).values().copied().min())
             .min()
             .unwrap_or(u64::MAX);
         let log_start = redo.min(oldest);
@@ -270,9 +299,9 @@ impl Database {
             log_flushes: wal.flushes.load(r),
             log_syncs: wal.syncs.load(r),
             checkpoints: self.checkpoints.load(r),
-            commits: self.commits.load(r),
-            aborts: self.aborts.load(r),
-            deadlocks: self.deadlocks.load(r),
+            commits: self.commits.sum(),
+            aborts: self.aborts.sum(),
+            deadlocks: self.deadlocks.sum(),
         }
     }
 

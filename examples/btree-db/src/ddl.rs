@@ -8,6 +8,7 @@ use crate::catalog::{TableId, TableInfo, TableKind, encode_entry};
 use crate::db::{Database, lock};
 use crate::error::{Error, Result};
 use crate::lock::{LockMode, table_lock_name};
+use crate::stripes::STRIPES;
 
 impl Database {
     /// Creates a table (autocommitted). Errors with `TableExists`.
@@ -77,7 +78,10 @@ impl Database {
                 .unwrap_or_default()
         };
         let mut txn = self.begin();
-        txn.lock_raw(table_lock_name(root), LockMode::Exclusive)?;
+        // Every stripe of the table lock: no transaction has the table open.
+        for stripe in 0..STRIPES {
+            txn.lock_raw(table_lock_name(root, stripe), LockMode::Exclusive)?;
+        }
         txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
         {
             let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);

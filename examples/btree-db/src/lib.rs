@@ -11,7 +11,9 @@
 //! | --- | --- |
 //! | `error` | [`Error`], [`PageId`], [`Result`] |
 //! | `page` | page layout, checksums, the narrow [`PageAccess`] accessor trait |
+//! | `stripes` | per-thread stripes of counters and caches every transaction writes |
 //! | `frame` | frame storage and the latched accessors `PageRef` / `PageMut` |
+//! | `page_table` | the buffer pool's lock-free page id -> frame table |
 //! | `pager` | the database file: header page, page reads and writes |
 //! | `node` | slotted B-link node format: cells, high key, right link, splits; page decoders |
 //! | `wal` | write-ahead log: records (`wal/record`), LSNs, group commit, segments |
@@ -103,9 +105,11 @@ mod lock;
 mod node;
 mod options;
 mod page;
+mod page_table;
 mod pager;
 mod recovery;
 mod scratch;
+mod stripes;
 mod txn;
 mod wal;
 

@@ -75,6 +75,8 @@ struct Shard {
 #[derive(Default)]
 pub(crate) struct TxnLocks {
     held: IdMap<u64, (LockMode, u32)>,
+    /// Reused by `release_all` to group names by shard.
+    sorted: Vec<u64>,
 }
 
 impl TxnLocks {
@@ -116,9 +118,14 @@ pub(crate) fn lock_name(table: u32, key: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The lock name of a whole table (taken shared by every access, exclusive by drop).
-pub(crate) fn table_lock_name(table: u32) -> u64 {
-    lock_name(u32::MAX, &table.to_le_bytes())
+/// The lock name of one stripe of a whole table's lock. A transaction
+/// opening the table takes its own thread's stripe shared; dropping the
+/// table takes every stripe exclusive. The stripe is also the name's lock
+/// manager shard, so threads on different stripes opening the same table
+/// never touch the same shard.
+pub(crate) fn table_lock_name(table: u32, stripe: usize) -> u64 {
+    let h = lock_name(u32::MAX, &table.to_le_bytes());
+    ((stripe % SHARDS) as u64) << 58 | (h & ((1 << 58) - 1))
 }
 
 impl LockManager {
@@ -136,8 +143,7 @@ impl LockManager {
     }
 
     fn shard(&self, name: u64) -> &Shard {
-        // High bits: the shard's hash map buckets on the low bits.
-        &self.shards[(name >> 58) as usize % SHARDS]
+        &self.shards[shard_of(name)]
     }
 
     /// Acquires `name` in `mode` for transaction `txn`, waiting if needed.
@@ -241,32 +247,64 @@ impl LockManager {
         }
     }
 
-    /// Releases every lock of the transaction (commit / abort).
+    /// Releases every lock of the transaction (commit / abort), one visit
+    /// per shard: each shard's lock and map are touched once, however many
+    /// of the transaction's locks live there.
     pub(crate) fn release_all(&self, txn: u64, locks: &mut TxnLocks) {
-        for (name, _) in locks.held.drain() {
-            self.unlock(txn, name);
+        if locks.held.len() <= 2 {
+            for (name, _) in locks.held.drain() {
+                self.unlock(txn, name);
+            }
+            return;
         }
+        let mut by_shard = std::mem::take(&mut locks.sorted);
+        by_shard.clear();
+        by_shard.extend(locks.held.drain().map(|(name, _)| name));
+        by_shard.sort_unstable_by_key(|&n| shard_of(n));
+        for group in by_shard.chunk_by(|a, b| shard_of(*a) == shard_of(*b)) {
+            let shard = &self.shards[shard_of(group[0])];
+            let mut table = lock(&shard.table);
+            let mut notify = false;
+            for &name in group {
+                notify |= remove_holder(&mut table, txn, name);
+            }
+            drop(table);
+            if notify {
+                shard.cond.notify_all();
+            }
+        }
+        locks.sorted = by_shard;
     }
 
     fn unlock(&self, txn: u64, name: u64) {
         let shard = self.shard(name);
-        let mut table = lock(&shard.table);
-        let mut notify = false;
-        if let Some(entry) = table.get_mut(&name) {
-            entry.remove(txn);
-            notify = entry.waiters > 0;
-            if entry.is_free() && entry.waiters == 0 {
-                table.remove(&name);
-                // Maps never shrink by themselves; after a bulk load a
-                // sparse, huge map would make every probe a cache miss.
-                if table.is_empty() && table.capacity() > 4096 {
-                    table.shrink_to(64);
-                }
-            }
-        }
-        drop(table);
+        let notify = remove_holder(&mut lock(&shard.table), txn, name);
         if notify {
             shard.cond.notify_all();
         }
     }
+}
+
+/// The shard a lock name lives in (high bits: the shard's hash map buckets
+/// on the low bits).
+fn shard_of(name: u64) -> usize {
+    (name >> 58) as usize % SHARDS
+}
+
+/// Removes `txn` from the holders of `name`; returns whether anyone waits.
+fn remove_holder(table: &mut IdMap<u64, Entry>, txn: u64, name: u64) -> bool {
+    let Some(entry) = table.get_mut(&name) else {
+        return false;
+    };
+    entry.remove(txn);
+    let notify = entry.waiters > 0;
+    if entry.is_free() && entry.waiters == 0 {
+        table.remove(&name);
+        // Maps never shrink by themselves; after a bulk load a sparse,
+        // huge map would make every probe a cache miss.
+        if table.is_empty() && table.capacity() > 4096 {
+            table.shrink_to(64);
+        }
+    }
+    notify
 }

@@ -141,7 +141,6 @@ macro_rules! impl_page_access {
         }
     };
 }
-pub(crate) use impl_page_access;
 
 /// Implements [`PageWrite`] likewise.
 macro_rules! impl_page_write {
@@ -160,7 +159,6 @@ macro_rules! impl_page_write {
         }
     };
 }
-pub(crate) use impl_page_write;
 
 /// Lexicographic comparison, eight bytes at a time: keys are short, and a
 /// `memcmp` call per probe of a binary search costs more than the compare.

@@ -7,22 +7,22 @@
 //! reverse order, logging a compensation record for each.
 
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 
 use crate::btree::{CursorState, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
-use crate::db::{Database, lock};
+use crate::db::Database;
 use crate::error::{Error, PageId, Result};
 use crate::lock::{LockMode, lock_name, table_lock_name};
 use crate::options::SyncMode;
 use crate::scratch::{TxnScratch, UndoEntry};
+use crate::stripes::stripe;
 use crate::wal::{KIND_ABORT, KIND_COMMIT};
 
 impl Database {
     /// Begins a transaction.
     pub fn begin(&self) -> Txn<'_> {
-        let scratch = lock(&self.txn_cache).pop().unwrap_or_default();
-        Txn::new(self, self.next_txn.fetch_add(1, Ordering::Relaxed), scratch)
+        let (id, scratch) = self.txn_start();
+        Txn::new(self, id, scratch)
     }
 }
 
@@ -33,7 +33,8 @@ pub struct Txn<'db> {
     db: &'db Database,
     id: u64,
     s: TxnScratch,
-    wrote: bool,
+    /// The stripe this transaction registered as a writer on, once it wrote.
+    wrote: Option<usize>,
     done: bool,
 }
 
@@ -44,7 +45,7 @@ impl<'db> Txn<'db> {
             db,
             id,
             s,
-            wrote: false,
+            wrote: None,
             done: false,
         }
     }
@@ -78,7 +79,7 @@ impl<'db> Txn<'db> {
             .locks
             .acquire(self.id, &mut self.s.locks, name, mode);
         if matches!(r, Err(Error::Deadlock)) {
-            self.db.deadlocks.fetch_add(1, Ordering::Relaxed);
+            self.db.deadlocks.add(1);
         }
         r
     }
@@ -106,7 +107,7 @@ impl<'db> Txn<'db> {
         // no catalog lookup (a shared cache line) on every operation.
         if !self.s.tables.contains(&root) {
             self.db.root_of(table)?;
-            self.lock_raw(table_lock_name(root), LockMode::Shared)?;
+            self.lock_raw(table_lock_name(root, stripe()), LockMode::Shared)?;
             self.s.tables.push(root);
             // The table may have been dropped while we waited.
             self.db.root_of(table)?;
@@ -140,9 +141,8 @@ impl<'db> Txn<'db> {
         m: Modify<'_>,
     ) -> Result<Outcome> {
         self.lock_raw(lock_name(root, key), LockMode::Exclusive)?;
-        if !self.wrote {
-            self.db.register_writer(self.id);
-            self.wrote = true;
+        if self.wrote.is_none() {
+            self.wrote = Some(self.db.register_writer(self.id));
         }
         let prev_lsn = self.s.ctx.prev;
         let h = self.hint(root);
@@ -307,7 +307,7 @@ impl<'db> Txn<'db> {
     pub fn commit(mut self) -> Result<()> {
         self.done = true;
         let mut result = Ok(());
-        if self.wrote {
+        if let Some(at) = self.wrote {
             let rec = &mut self.s.ctx.rec;
             rec.begin(self.id, self.s.ctx.prev, KIND_COMMIT);
             let lsn = self.db.store.log(rec, &mut []);
@@ -318,13 +318,13 @@ impl<'db> Txn<'db> {
                 SyncMode::Normal => wal.flush(lsn + len, false),
                 SyncMode::Full => wal.flush(lsn + len, true),
             };
-            self.db.unregister_writer(self.id);
+            self.db.unregister_writer(self.id, at);
         }
         self.db.locks.release_all(self.id, &mut self.s.locks);
-        self.db.commits.fetch_add(1, Ordering::Relaxed);
+        self.db.commits.add(1);
         self.recycle();
         result?;
-        if self.wrote {
+        if self.wrote.is_some() {
             self.db.maybe_checkpoint()?;
         }
         Ok(())
@@ -338,12 +338,12 @@ impl<'db> Txn<'db> {
     fn rollback(&mut self) -> Result<()> {
         self.done = true;
         let mut result = Ok(());
-        if self.wrote {
+        if let Some(at) = self.wrote {
             result = self.undo_all();
-            self.db.unregister_writer(self.id);
+            self.db.unregister_writer(self.id, at);
         }
         self.db.locks.release_all(self.id, &mut self.s.locks);
-        self.db.aborts.fetch_add(1, Ordering::Relaxed);
+        self.db.aborts.add(1);
         self.recycle();
         result
     }

@@ -13,45 +13,53 @@ use super::store::{LogCtx, LogMode, Modify, Outcome, Store, check_node, corrupt}
 
 impl Store {
     /// Descends from `root` to the node at `level` whose key range holds
-    /// `key`, one shared latch at a time, and returns it pinned.
+    /// `key`, and returns it pinned (not latched: the caller latches it and
+    /// checks it again, since it may split or, for the root, grow a level
+    /// meanwhile). Resident nodes are read optimistically (no latch, no pin,
+    /// nothing written), so concurrent descents do not pass the upper
+    /// levels' cache lines back and forth; a node being written, or not in
+    /// the pool, is read under its shared latch instead.
     pub(crate) fn descend(&self, root: PageId, key: &[u8], level: u8) -> Result<PinnedPage<'_>> {
-        let mut p = self.pool.get_page(root)?;
         // Levels must fall by one per step down and stay put when moving
         // right, and right moves are bounded by the page count: a crafted
         // file with a cycle of pointers (valid checksums) yields an error,
         // not a hang.
+        let mut id = root;
         let mut expect: Option<u8> = None;
         let mut moves = 0u32;
-        let limit = self.walk_limit();
         loop {
-            let next = {
-                let g = p.read();
-                check_node(&g, p.id())?;
-                let l = node::level(&g);
-                if expect.is_some_and(|e| e != l) {
-                    return Err(corrupt(p.id(), "child level mismatch"));
-                }
-                if node::beyond_high(&g, key) {
-                    let r = node::right(&g);
-                    moves += 1;
-                    if r == 0 || moves > limit {
-                        return Err(corrupt(p.id(), "bad right link"));
-                    }
-                    expect = Some(l);
-                    r
-                } else {
-                    if l == level {
+            let step = match self
+                .pool
+                .read_optimistic(id, |g| route(g, id, key, level, expect))
+            {
+                Some(step) => step,
+                None => {
+                    let p = self.pool.get_page(id)?;
+                    let g = p.read();
+                    let step = route(&g, id, key, level, expect);
+                    if matches!(step, Ok(Route::Here)) {
                         drop(g);
                         return Ok(p);
                     }
-                    if l < level || node::nslots(&g) == 0 {
-                        return Err(corrupt(p.id(), "tree shape"));
-                    }
-                    expect = Some(l - 1);
-                    node::child_at(&g, node::child_index(&g, key))
+                    step
                 }
-            };
-            p = self.pool.get_page(next)?;
+            }?;
+            match step {
+                Route::Here => return self.pool.get_page(id),
+                Route::Right(r, l) => {
+                    moves += 1;
+                    // Read afresh: splits may add pages while we walk.
+                    if moves > self.walk_limit() {
+                        return Err(corrupt(id, "right-link cycle"));
+                    }
+                    expect = Some(l);
+                    id = r;
+                }
+                Route::Down(child, l) => {
+                    expect = Some(l);
+                    id = child;
+                }
+            }
         }
     }
 
@@ -434,4 +442,48 @@ fn restart(restarts: &mut u32, page: PageId) -> Result<bool> {
         return Err(corrupt(page, "page changed level"));
     }
     Ok(true)
+}
+
+/// Where a descent goes from a node.
+enum Route {
+    /// This node is the one sought.
+    Here,
+    /// Right, to a sibling at the given level.
+    Right(PageId, u8),
+    /// Down, to a child at the given level.
+    Down(PageId, u8),
+}
+
+/// One step of a descent towards `key` at `level` from node `id`, whose
+/// level must be `expect` if known. Pure: run on an optimistic view, its
+/// answer (errors included) counts only once the view is validated.
+fn route<P: PageAccess>(
+    g: &P,
+    id: PageId,
+    key: &[u8],
+    level: u8,
+    expect: Option<u8>,
+) -> Result<Route> {
+    check_node(g, id)?;
+    let l = node::level(g);
+    if expect.is_some_and(|e| e != l) {
+        return Err(corrupt(id, "child level mismatch"));
+    }
+    if node::beyond_high(g, key) {
+        let r = node::right(g);
+        if r == 0 {
+            return Err(corrupt(id, "bad right link"));
+        }
+        return Ok(Route::Right(r, l));
+    }
+    if l == level {
+        return Ok(Route::Here);
+    }
+    if l < level || node::nslots(g) == 0 {
+        return Err(corrupt(id, "tree shape"));
+    }
+    Ok(Route::Down(
+        node::child_at(g, node::child_index(g, key)),
+        l - 1,
+    ))
 }

@@ -24,16 +24,20 @@ pub(crate) use record::{
     KIND_ABORT, KIND_CLR, KIND_COMMIT, KIND_SMO, KIND_UPDATE, Op, RecBuilder, Record,
 };
 
+/// Stamps a finished record's checksum (over bytes 16.., everything but
+/// the length, which the checksummed range depends on, and the LSN, which
+/// must equal the record's position).
+fn seal_record(rec: &mut [u8]) {
+    let crc = crc32fast::hash(&rec[16..]);
+    rec[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// The first LSN of a new database (0 means "none").
 pub(crate) const FIRST_LSN: u64 = 64;
 /// Appends flush on their own once this much is buffered.
 const BUFFER_LIMIT: usize = 1 << 20;
 
 struct WalState {
-    /// Full-page-write threshold: the redo start of the newest checkpoint
-    /// begun. A page whose LSN is below it gets a whole image in the first
-    /// record that changes it (see [`Wal::append_with_images`]).
-    fpw_threshold: u64,
     buf: Vec<u8>,
     /// LSN of `buf[0]`.
     buf_lsn: u64,
@@ -51,6 +55,11 @@ pub(crate) struct Wal {
     base: PathBuf,
     seg_size: u64,
     state: Mutex<WalState>,
+    /// Full-page-write threshold: the redo start of the newest checkpoint
+    /// begun. A page whose LSN is below it gets a whole image in the first
+    /// record that changes it (see [`Wal::append_with_images`]). Changed
+    /// only under the `state` lock.
+    fpw_threshold: AtomicU64,
     io: Mutex<WalIo>,
     /// Everything below this is in the operating system.
     written: AtomicU64,
@@ -71,8 +80,8 @@ impl Wal {
         Wal {
             base: db_path.to_path_buf(),
             seg_size,
+            fpw_threshold: AtomicU64::new(end),
             state: Mutex::new(WalState {
-                fpw_threshold: end,
                 buf: Vec::with_capacity(BUFFER_LIMIT + (64 << 10)),
                 buf_lsn: end,
                 next_lsn: end,
@@ -134,32 +143,43 @@ impl Wal {
     /// it, so every record at or after the redo start sees the new
     /// threshold.
     pub(crate) fn begin_checkpoint(&self) -> u64 {
-        let mut st = lock(&self.state);
-        st.fpw_threshold = st.fpw_threshold.max(st.next_lsn);
+        let st = lock(&self.state);
+        self.fpw_threshold.fetch_max(st.next_lsn, Ordering::Relaxed);
         st.next_lsn
     }
 
     /// Sets the full-page-write threshold at open (the header's redo start).
     pub(crate) fn set_fpw_threshold(&self, lsn: u64) {
-        lock(&self.state).fpw_threshold = lsn;
+        let _st = lock(&self.state);
+        self.fpw_threshold.store(lsn, Ordering::Relaxed);
     }
 
     /// Appends a record, assigning its LSN: the one call through which
-    /// every log record enters the log. `images` runs first, under the same
-    /// lock as the LSN assignment, with the full-page-write threshold, to
-    /// prepend images of pages not logged whole since the last checkpoint.
+    /// every log record enters the log. `images` runs first with the
+    /// full-page-write threshold, to prepend images of pages not logged
+    /// whole since the last checkpoint. The record is finished and its
+    /// checksum computed before the log's lock is taken (the checksum does
+    /// not cover the LSN, which the position checks instead), so committers
+    /// share the lock only to copy their bytes; if a checkpoint began in
+    /// between, `images` runs again under the lock with the new threshold.
     /// Never fails: the record is in the buffer; an error writing a full
     /// buffer is reported by the next explicit [`Wal::flush`] (commit,
     /// checkpoint, page write-back).
     pub(crate) fn append_with_images(
         &self,
         rec: &mut RecBuilder,
-        images: impl FnOnce(u64, &mut RecBuilder),
+        mut images: impl FnMut(u64, &mut RecBuilder),
     ) -> u64 {
+        let threshold = self.fpw_threshold.load(Ordering::Acquire);
+        images(threshold, rec);
+        seal_record(rec.finish());
         let st = lock(&self.state);
-        images(st.fpw_threshold, rec);
-        let bytes = rec.finish();
-        self.append_locked(st, bytes)
+        let now = self.fpw_threshold.load(Ordering::Relaxed);
+        if now != threshold {
+            images(now, rec);
+            seal_record(rec.finish());
+        }
+        self.append_locked(st, rec.finish())
     }
 
     fn append_locked(&self, st: std::sync::MutexGuard<'_, WalState>, rec: &mut [u8]) -> u64 {
@@ -168,8 +188,6 @@ impl Wal {
         let (lsn, full) = {
             let lsn = st.next_lsn;
             rec[8..16].copy_from_slice(&lsn.to_le_bytes());
-            let crc = crc32fast::hash(&rec[8..]);
-            rec[4..8].copy_from_slice(&crc.to_le_bytes());
             st.buf.extend_from_slice(rec);
             st.next_lsn += len;
             let full = st.buf.len() >= BUFFER_LIMIT;

@@ -4,7 +4,7 @@
 //! Record layout (little-endian):
 //!
 //! ```text
-//!  0 len u32 | 4 crc32 of bytes 8..len | 8 lsn u64 | 16 txn u64 | 24 prev lsn u64
+//!  0 len u32 | 4 crc32 of bytes 16..len | 8 lsn u64 (its own position) | 16 txn u64 | 24 prev lsn u64
 //! 32 kind u8 | kind header | op count u16 | ops
 //! update: table u32, key len u16, key, has old u8, [old len u32, old]
 //! clr:    undo-next lsn u64
@@ -247,7 +247,7 @@ impl<'a> Record<'a> {
         }
         let body = buf.get(pos..pos.checked_add(len)?)?;
         let crc = r.u32()?;
-        if crc32fast::hash(&body[8..]) != crc {
+        if crc32fast::hash(&body[16..]) != crc {
             return None;
         }
         let mut r = Reader { b: body, pos: 8 };

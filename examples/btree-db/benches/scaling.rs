@@ -1,0 +1,170 @@
+//! How the database scales from 1 to 2 threads, measured side by side in
+//! one run (the machine is shared and its second core comes and goes, so
+//! each figure is the best of several runs):
+//!
+//! * **lookups**: random point lookups in a table of 1 million random u32
+//!   keys (loaded once), `BENCH_BATCH` gets per read transaction;
+//! * **inserts**: the MxKernel workload, 5 million random u32 keys inserted
+//!   into a fresh table (`BENCH_BATCH` puts per transaction, `sync = Off`),
+//!   the threads inserting disjoint key streams.
+//!
+//! `cargo bench -p btree-db --bench scaling`. Environment: `BENCH_KEYS`
+//! (lookup table size, default 1,000,000), `BENCH_INSERTS` (default
+//! 5,000,000), `BENCH_LOOKUPS` (lookups per run, default 2,000,000),
+//! `BENCH_BATCH` (operations per transaction, default 100), `BENCH_RUNS`
+//! (default 5), `BENCH_ONLY` (`lookups` or `inserts`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use btree_db::{Database, Options, SyncMode, TableId};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(default)
+}
+
+/// A xorshift stream of u32 keys.
+fn keys(n: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u32
+        })
+        .collect()
+}
+
+fn open(dir: &tempfile::TempDir, keys: usize) -> Arc<Database> {
+    Database::open(
+        dir.path().join("bench.db"),
+        Options {
+            page_size: 4096,
+            // Everything stays resident: this measures the CPU path.
+            pool_pages: keys / 60 + 8192,
+            sync: SyncMode::Off,
+            checkpoint_log_bytes: 0,
+            ..Options::default()
+        },
+    )
+    .expect("open")
+}
+
+/// Runs `work(thread)` on `threads` threads at once; returns the seconds.
+fn timed(threads: usize, work: impl Fn(usize) + Sync) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let work = &work;
+            s.spawn(move || work(t));
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
+
+fn lookups(
+    db: &Database,
+    table: TableId,
+    loaded: &[u32],
+    n: usize,
+    threads: usize,
+    batch: usize,
+) -> f64 {
+    let per = n / threads;
+    let secs = timed(threads, |t| {
+        let probe = keys(per, 0xA076_1D64_78BD_642F ^ (t as u64 + 1) * 7919);
+        let mut out = Vec::new();
+        let mut found = 0usize;
+        for chunk in probe.chunks(batch) {
+            let mut txn = db.begin();
+            for &r in chunk {
+                let k = loaded[r as usize % loaded.len()];
+                found += txn
+                    .get_into(table, &k.to_be_bytes(), &mut out)
+                    .expect("get") as usize;
+            }
+            txn.commit().expect("commit");
+        }
+        assert_eq!(found, per, "every probed key was loaded");
+    });
+    (per * threads) as f64 / secs
+}
+
+fn inserts(n: usize, threads: usize, batch: usize) -> f64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(&dir, n);
+    let table = db.create_table("kv").expect("create");
+    let per = n / threads;
+    let work: Vec<Vec<u32>> = (0..threads)
+        .map(|t| keys(per, 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1) * 7919))
+        .collect();
+    let secs = timed(threads, |t| {
+        for chunk in work[t].chunks(batch) {
+            let mut txn = db.begin();
+            for &k in chunk {
+                txn.put(table, &k.to_be_bytes(), &k.wrapping_mul(31).to_le_bytes())
+                    .expect("put");
+            }
+            txn.commit().expect("commit");
+        }
+    });
+    assert!(db.check_integrity().expect("integrity") > 0);
+    (per * threads) as f64 / secs
+}
+
+/// Best of `runs` for 1 and 2 threads, alternating so both see the same
+/// machine state; prints one line per workload.
+fn compare(name: &str, runs: usize, mut run: impl FnMut(usize) -> f64) {
+    let (mut one, mut two) = (0f64, 0f64);
+    for _ in 0..runs {
+        one = one.max(run(1));
+        two = two.max(run(2));
+    }
+    println!("{name:<34} {:>12.0} {:>12.0} {:>8.2}x", one, two, two / one);
+}
+
+fn main() {
+    let runs = env("BENCH_RUNS", 5);
+    let batch = env("BENCH_BATCH", 100).max(1);
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    println!(
+        "best of {runs} runs, {batch} operations per transaction, sync off, pool holds everything"
+    );
+    println!(
+        "{:<34} {:>12} {:>12} {:>9}",
+        "workload (ops/s)", "1 thread", "2 threads", "2 over 1"
+    );
+    if only.is_empty() || only == "lookups" {
+        let n = env("BENCH_KEYS", 1_000_000);
+        let probes = env("BENCH_LOOKUPS", 2_000_000);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open(&dir, n);
+        let table = db.create_table("kv").expect("create");
+        let mut loaded = keys(n, 0x2545_F491_4F6C_DD1D);
+        loaded.sort_unstable();
+        loaded.dedup();
+        for chunk in loaded.chunks(1000) {
+            let mut txn = db.begin();
+            for &k in chunk {
+                txn.put(table, &k.to_be_bytes(), &k.to_le_bytes())
+                    .expect("load");
+            }
+            txn.commit().expect("commit");
+        }
+        compare(
+            &format!("random lookups, {} keys", loaded.len()),
+            runs,
+            |t| lookups(&db, table, &loaded, probes, t, batch),
+        );
+    }
+    if only.is_empty() || only == "inserts" {
+        let n = env("BENCH_INSERTS", 5_000_000);
+        compare(&format!("random inserts, {n} keys"), runs, |t| {
+            inserts(n, t, batch)
+        });
+    }
+}
