@@ -31,18 +31,31 @@
 //! # How the pieces fit
 //!
 //! * **Pages.** One file of fixed-size pages (4 KiB by default), each with a
-//!   CRC-32 checksum and the LSN of the last log record applied to it. Page 0
-//!   is the file header (magic, format version, page size, checkpoint), page 1
-//!   the meta page (page count, free list), page 2 the catalog tree's root.
-//! * **Buffer pool.** A sharded, direct-mapped page table over a fixed array of frames;
-//!   pages are pinned by `get_page` and unpinned by `put_page`, latched
-//!   shared or exclusive while read or changed, written back when evicted
-//!   (after the log up to their page LSN: the WAL rule) and at checkpoints.
+//!   CRC-32 checksum (covering the page's own number, so a page written to or
+//!   copied into the wrong place fails it) and the LSN of the last log record
+//!   applied to it. Page 0 is the file header (magic, format version, page
+//!   size, checkpoint), page 1 the meta page (page count, free list), page 2
+//!   the catalog tree's root. An all-zero page, a page that fails its check
+//!   and a page newer than the end of the log are errors, never data.
+//! * **Buffer pool.** A lock-free two-level page table over a fixed array of
+//!   frames; pages are pinned by `get_page` and unpinned by `put_page`,
+//!   latched shared or exclusive while read or changed, written back when
+//!   evicted (after the log up to their page LSN: the WAL rule) and at
+//!   checkpoints. A frame is a sequence lock over atomic words, so a reader
+//!   can also read a page *optimistically*: no pin, no latch, nothing written,
+//!   and the result kept only if no writer came in between.
 //! * **Trees.** Each table is a B-link tree whose root page never moves; its
-//!   id is the [`TableId`]. Searches hold one latch at a time and move right
-//!   past concurrent splits; splits are two atomic, separately logged steps.
+//!   id is the [`TableId`]. Descents read the upper levels optimistically and
+//!   move right past concurrent splits; a page latched after a descent is
+//!   checked again (level, high key) and the descent restarts if the root
+//!   split in between. Splits are two atomic, separately logged steps. Every
+//!   walk is bounded by the page count, so damage that makes a cycle is an
+//!   error, not a hang.
 //! * **Transactions.** Strict two-phase locking on record keys (plus a shared
-//!   lock per table), deadlock detection on a waits-for graph.
+//!   lock per table, striped per thread so that transactions on different
+//!   threads do not write one lock entry), deadlock detection on a waits-for
+//!   graph. Transaction ids, cached buffers and counters are per-thread
+//!   stripes too: nothing every transaction writes is one cache line.
 //! * **Log and recovery.** Physiological redo (page id + key-level change,
 //!   or a page image for splits) guarded by page LSNs; logical undo (table,
 //!   key, old value) with compensation records. Group commit shares one write
@@ -51,6 +64,10 @@
 //!   start in the header. The first change to a page after a checkpoint
 //!   began logs the whole page first (full-page writes), so a page write torn
 //!   by a crash is rebuilt. Recovery on open: analysis, redo, undo of losers.
+//!   A torn or garbage tail after the last whole record is cut; damage it
+//!   cannot tell apart from lost commits (a bad record followed by valid
+//!   ones, a log ending before the checkpoint, a page on disk newer than the
+//!   log's end) refuses to open with [`Error::LogDamaged`].
 //!
 //! # API
 //!
