@@ -270,9 +270,11 @@ impl Database {
         Ok(())
     }
 
-    /// Checks every tree's structure (key order, high keys, right links,
-    /// levels); returns the number of entries in all tables and indexes.
+    /// Checks the meta page and free list, then every tree's structure (key
+    /// order, high keys, right links, levels; each page's checksum, number
+    /// and LSN as it is read); returns the number of entries in all tables and indexes.
     pub fn check_integrity(&self) -> Result<u64> {
+        self.store.check_free_list()?;
         self.store.check_tree(CATALOG_ROOT)?;
         let mut total = 0;
         for t in self.tables() {

@@ -110,6 +110,34 @@ impl Store {
         r
     }
 
+    /// Checks the meta page and walks the free list: every entry inside the
+    /// file's page range, a free page, and no cycle.
+    pub(crate) fn check_free_list(&self) -> Result<u32> {
+        let count = self.page_count()?;
+        if count <= CATALOG_ROOT || count >= MAX_PAGES {
+            return Err(corrupt(META_PAGE, "page count out of range"));
+        }
+        let mut id = {
+            let m = self.pool.get_page(META_PAGE)?;
+            let g = m.read();
+            g.read_u32(META_FREE_HEAD)
+        };
+        let mut steps = 0u32;
+        while id != 0 {
+            steps += 1;
+            if id <= CATALOG_ROOT || id >= count || steps > count {
+                return Err(corrupt(id, "free list entry out of range or in a cycle"));
+            }
+            let p = self.pool.get_page(id)?;
+            let g = p.read();
+            if g.read_u8(OFF_KIND) != KIND_FREE {
+                return Err(corrupt(id, "free list entry is not a free page"));
+            }
+            id = g.read_u32(OFF_NEXT_FREE);
+        }
+        Ok(count)
+    }
+
     /// Allocates and formats an empty leaf as a table root (one record).
     pub(crate) fn create_tree(&self) -> Result<PageId> {
         let mut rec = RecBuilder::default();

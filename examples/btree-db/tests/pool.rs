@@ -1,0 +1,103 @@
+//! The buffer pool's lock-free paths under pressure: optimistic descents,
+//! lock-free hits and pins, racing evictions and reloads of the same frames.
+//! A pool far smaller than the tree makes every lookup race an eviction;
+//! every value names its own key, so a read through a frame that had been
+//! reused for another page would show.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use btree_db::{Database, Error, Options, SyncMode};
+
+fn value(key: u32, version: u32) -> Vec<u8> {
+    let mut v = key.to_be_bytes().repeat(4);
+    v.extend_from_slice(&version.to_le_bytes());
+    v
+}
+
+#[test]
+fn lookups_race_evictions_and_splits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("t.db"),
+        Options {
+            page_size: 512,
+            pool_pages: 24,
+            sync: SyncMode::Off,
+            lock_timeout: Duration::from_secs(2),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    const KEYS: u32 = 3000;
+    for chunk in (0..KEYS).step_by(2).collect::<Vec<_>>().chunks(100) {
+        let mut txn = db.begin();
+        for &k in chunk {
+            txn.put(t, &k.to_be_bytes(), &value(k, 0)).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // Writers: new odd keys (splits) and new versions of even ones.
+        for w in 0..2u32 {
+            let (db, stop) = (&db, &stop);
+            s.spawn(move || {
+                let mut x = 0x9E37_79B9u32 ^ w;
+                for round in 0..3000u32 {
+                    let mut txn = db.begin();
+                    let mut ok = true;
+                    for _ in 0..5 {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        let k = x % KEYS;
+                        if let Err(e) = txn.put(t, &k.to_be_bytes(), &value(k, round)) {
+                            assert!(matches!(e, Error::Deadlock | Error::LockTimeout), "{e}");
+                            ok = false;
+                            break;
+                        }
+                    }
+                    if ok {
+                        txn.commit().unwrap();
+                    } else {
+                        txn.abort().unwrap();
+                    }
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        // Readers: every value found names its key.
+        for r in 0..3u32 {
+            let (db, stop) = (&db, &stop);
+            s.spawn(move || {
+                let mut x = 0x2545_F491u32 ^ (r + 7);
+                let mut out = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let mut txn = db.begin();
+                    for _ in 0..20 {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        let k = x % KEYS;
+                        match txn.get_into(t, &k.to_be_bytes(), &mut out) {
+                            Ok(true) => assert_eq!(out[..16], value(k, 0)[..16], "key {k}"),
+                            Ok(false) => assert!(k % 2 == 1, "loaded key {k} missing"),
+                            Err(Error::Deadlock | Error::LockTimeout) => break,
+                            Err(e) => panic!("get {k}: {e}"),
+                        }
+                    }
+                    drop(txn);
+                }
+            });
+        }
+    });
+    let n = db.check_integrity().unwrap();
+    assert!(n >= (KEYS / 2) as u64);
+    let mut txn = db.begin();
+    for k in (0..KEYS).step_by(2) {
+        let v = txn.get(t, &k.to_be_bytes()).unwrap().expect("loaded key");
+        assert_eq!(v[..16], value(k, 0)[..16]);
+    }
+}
