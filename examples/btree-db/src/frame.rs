@@ -15,10 +15,12 @@
 //!   spend their time passing it back and forth.
 //!
 //! Because an optimistic reader may run while a writer changes the page, the
-//! bytes are atomics (relaxed loads and stores, plain moves on x86), so the
-//! race is defined behaviour, and every accessor stays inside the page
-//! whatever offsets a half-written page yields (bytes past the end read as
-//! zero). A reader acts on what it read only after validating it.
+//! bytes are atomics: writers store words (relaxed, plain moves on x86) and
+//! optimistic readers load words, so the race is defined behaviour, and
+//! every optimistic accessor stays inside the page whatever offsets a
+//! half-written page yields (bytes past the end read as zero). A reader acts
+//! on what it read only after validating it. Latched readers, whom no
+//! writer can overlap, read the same memory as a plain byte slice.
 //!
 //! This module is also the swap point for speculation: nothing outside it
 //! sees the words, only the offset-based [`crate::PageAccess`] /
@@ -28,7 +30,7 @@ use std::cmp::Ordering as Cmp;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::page::{PageAccess, PageWrite, compare_keys};
+use crate::page::{PageAccess, PageWrite, impl_page_access};
 
 /// The bytes of one buffer pool frame, with its latch and version.
 pub(crate) struct FrameData {
@@ -127,39 +129,67 @@ impl Optimistic<'_> {
     }
 }
 
-/// Copies `out.len()` bytes from `off`; bytes past the page read as zero.
-#[inline]
-fn load_bytes(words: &[AtomicU64], off: usize, out: &mut [u8]) {
-    let mut i = 0;
-    while i < out.len() {
-        let pos = off + i;
-        let word = words
-            .get(pos / 8)
-            .map_or(0, |w| w.load(Ordering::Relaxed))
-            .to_le_bytes();
-        let sh = pos % 8;
-        let n = (8 - sh).min(out.len() - i);
-        out[i..i + n].copy_from_slice(&word[sh..sh + n]);
-        i += n;
+/// The word at index `w`, or 0 past the page.
+#[inline(always)]
+fn word(words: &[AtomicU64], w: usize) -> u64 {
+    words.get(w).map_or(0, |x| x.load(Ordering::Relaxed))
+}
+
+/// The 8 bytes starting at byte `pos`, little-endian (bytes past the page
+/// read as zero): one load when aligned, two otherwise.
+#[inline(always)]
+fn load_u64_at(words: &[AtomicU64], pos: usize) -> u64 {
+    let (w, sh) = (pos / 8, (pos % 8) as u32 * 8);
+    let lo = word(words, w);
+    if sh == 0 {
+        lo
+    } else {
+        (lo >> sh) | (word(words, w + 1) << (64 - sh))
     }
 }
 
-/// Compares the `len` bytes at `off` with `key`, 64 bytes at a time.
-#[inline]
-fn compare_bytes(words: &[AtomicU64], off: usize, len: usize, key: &[u8]) -> Cmp {
-    let mut buf = [0u8; 64];
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(64);
-        load_bytes(words, off + done, &mut buf[..n]);
-        let k = &key[done.min(key.len())..(done + n).min(key.len())];
-        // Equal over a whole chunk (the key is as long): go on. A key that
-        // ends inside the chunk compares as shorter, so Greater, as it should.
-        match compare_keys(&buf[..n], k) {
-            Cmp::Equal => {}
-            other => return other,
+/// Copies `out.len()` bytes from `off`; bytes past the page read as zero.
+#[inline(always)]
+fn load_bytes(words: &[AtomicU64], off: usize, out: &mut [u8]) {
+    let mut i = 0;
+    while i + 8 <= out.len() {
+        out[i..i + 8].copy_from_slice(&load_u64_at(words, off + i).to_le_bytes());
+        i += 8;
+    }
+    let rest = out.len() - i;
+    if rest > 0 {
+        let v = load_u64_at(words, off + i).to_le_bytes();
+        // A byte loop: a library copy call for under 8 bytes costs more.
+        #[allow(clippy::manual_memcpy)]
+        for j in 0..rest {
+            out[i + j] = v[j];
         }
-        done += n;
+    }
+}
+
+/// Compares the `len` bytes at `off` with `key` lexicographically, eight
+/// bytes at a time (as big-endian integers, whose order is the bytes' order).
+#[inline(always)]
+fn compare_bytes(words: &[AtomicU64], off: usize, len: usize, key: &[u8]) -> Cmp {
+    let n = len.min(key.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let a = load_u64_at(words, off + i).swap_bytes();
+        let mut k = [0u8; 8];
+        k.copy_from_slice(&key[i..i + 8]);
+        let b = u64::from_be_bytes(k);
+        if a != b {
+            return a.cmp(&b);
+        }
+        i += 8;
+    }
+    if i < n {
+        let a = load_u64_at(words, off + i).to_le_bytes();
+        for j in 0..n - i {
+            if a[j] != key[i + j] {
+                return a[j].cmp(&key[i + j]);
+            }
+        }
     }
     len.cmp(&key.len())
 }
@@ -190,34 +220,68 @@ fn store_bytes(words: &[AtomicU64], off: usize, data: &[u8]) {
     }
 }
 
-macro_rules! impl_word_access {
-    ($ty:ty) => {
-        impl PageAccess for $ty {
-            #[inline]
-            fn page_size(&self) -> usize {
-                self.words.len() * 8
-            }
-            #[inline]
-            fn read_bytes(&self, off: usize, out: &mut [u8]) {
-                load_bytes(self.words, off, out);
-            }
-            #[inline]
-            fn append_to(&self, off: usize, len: usize, out: &mut Vec<u8>) {
-                let at = out.len();
-                out.resize(at + len, 0);
-                load_bytes(self.words, off, &mut out[at..]);
-            }
-            #[inline]
-            fn compare(&self, off: usize, len: usize, key: &[u8]) -> Cmp {
-                compare_bytes(self.words, off, len, key)
-            }
-        }
-    };
+/// Page `words` as bytes, for latched readers.
+///
+/// # Safety
+///
+/// For as long as the slice lives, no thread may write `words`: the caller
+/// holds the page's shared latch, or its exclusive latch and makes no write
+/// through it meanwhile. Optimistic readers may read the words at the same
+/// time; reads never race with reads.
+#[inline(always)]
+unsafe fn as_bytes(words: &[AtomicU64]) -> &[u8] {
+    // SAFETY: `AtomicU64` has the size and bit validity of `u64` and lives
+    // in an `UnsafeCell`, so its bytes may be read through a pointer derived
+    // from a shared reference; the caller rules out concurrent writes, so
+    // these plain reads are no data race, and the slice covers exactly the
+    // words' bytes.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) }
 }
 
-impl_word_access!(PageRef<'_>);
-impl_word_access!(PageMut<'_>);
-impl_word_access!(Optimistic<'_>);
+impl PageRef<'_> {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: this guard holds the shared latch for its whole life, and
+        // every writer takes the exclusive latch first.
+        unsafe { as_bytes(self.words) }
+    }
+}
+
+impl PageMut<'_> {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: this guard holds the exclusive latch, so only this thread
+        // writes the page, and only through `&mut self`, which cannot be
+        // used while the slice (borrowing `&self`) lives.
+        unsafe { as_bytes(self.words) }
+    }
+}
+
+// Latched pages read through plain slices (as fast as unshared memory);
+// optimistic views read word by word with atomic loads.
+impl_page_access!(PageRef<'_>, s => s.bytes());
+impl_page_access!(PageMut<'_>, s => s.bytes());
+
+impl PageAccess for Optimistic<'_> {
+    #[inline]
+    fn page_size(&self) -> usize {
+        self.words.len() * 8
+    }
+    #[inline]
+    fn read_bytes(&self, off: usize, out: &mut [u8]) {
+        load_bytes(self.words, off, out);
+    }
+    #[inline]
+    fn append_to(&self, off: usize, len: usize, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        load_bytes(self.words, off, &mut out[at..]);
+    }
+    #[inline]
+    fn compare(&self, off: usize, len: usize, key: &[u8]) -> Cmp {
+        compare_bytes(self.words, off, len, key)
+    }
+}
 
 impl PageWrite for PageMut<'_> {
     #[inline]
@@ -235,7 +299,7 @@ impl PageWrite for PageMut<'_> {
             large.resize(len, 0);
             &mut large[..]
         };
-        load_bytes(self.words, src, buf);
+        buf.copy_from_slice(&self.bytes()[src..src + len]);
         store_bytes(self.words, dst, buf);
     }
 }
@@ -245,7 +309,8 @@ mod tests {
     use super::*;
     use crate::page::PageBuf;
 
-    /// The word accessors agree with the plain byte-slice ones.
+    /// Word stores, latched slice reads and optimistic word reads agree
+    /// with a plain byte buffer.
     #[test]
     fn word_access_matches_bytes() {
         let frame = FrameData::new(512);
@@ -277,13 +342,19 @@ mod tests {
             let mut b = vec![0u8; 512];
             buf.read_bytes(0, &mut b);
             assert_eq!(a, b);
+            let view = frame.optimistic().unwrap();
+            let mut c = vec![0u8; 512];
+            view.read_bytes(0, &mut c);
+            assert_eq!(c, b);
             let (o, l) = (next() % 400, next() % 100);
+            let mut part = Vec::new();
+            view.append_to(o, l, &mut part);
+            assert_eq!(part, b[o..o + l]);
             let key: Vec<u8> = (0..next() % 120).map(|_| next() as u8 % 4).collect();
-            assert_eq!(
-                g.compare(o, l, &key),
-                buf.compare(o, l, &key),
-                "{o} {l} {key:?}"
-            );
+            let want = buf.compare(o, l, &key);
+            assert_eq!(g.compare(o, l, &key), want, "{o} {l} {key:?}");
+            assert_eq!(view.compare(o, l, &key), want, "{o} {l} {key:?}");
+            assert!(view.validate());
         }
     }
 

@@ -142,6 +142,8 @@ macro_rules! impl_page_access {
     };
 }
 
+pub(crate) use impl_page_access;
+
 /// Implements [`PageWrite`] likewise.
 macro_rules! impl_page_write {
     ($ty:ty, $s:ident => $get_mut:expr) => {
