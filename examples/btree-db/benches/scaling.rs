@@ -76,7 +76,7 @@ fn lookups(
 ) -> f64 {
     let per = n / threads;
     let secs = timed(threads, |t| {
-        let probe = keys(per, 0xA076_1D64_78BD_642F ^ (t as u64 + 1) * 7919);
+        let probe = keys(per, 0xA076_1D64_78BD_642F ^ ((t as u64 + 1) * 7919));
         let mut out = Vec::new();
         let mut found = 0usize;
         for chunk in probe.chunks(batch) {
@@ -100,7 +100,7 @@ fn inserts(n: usize, threads: usize, batch: usize) -> f64 {
     let table = db.create_table("kv").expect("create");
     let per = n / threads;
     let work: Vec<Vec<u32>> = (0..threads)
-        .map(|t| keys(per, 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1) * 7919))
+        .map(|t| keys(per, 0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 7919)))
         .collect();
     let secs = timed(threads, |t| {
         for chunk in work[t].chunks(batch) {
