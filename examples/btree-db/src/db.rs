@@ -151,8 +151,18 @@ impl Database {
             std::ops::Bound::Unbounded,
         )?;
         let (mut k, mut v) = (Vec::new(), Vec::new());
+        let pages = self.store.page_count()?;
         while cur.next(&self.store, &mut k, &mut v)? {
             let info = decode_entry(&k, &v)?;
+            // A root must be a page of its own: not the header, meta page or
+            // catalog, inside the file, and no other table's.
+            if info.root <= CATALOG_ROOT || info.root >= pages || cat.by_id.contains_key(&info.root)
+            {
+                return Err(Error::Corrupt {
+                    page: CATALOG_ROOT,
+                    reason: "catalog entry with an impossible or shared root page",
+                });
+            }
             cat.by_name.insert(info.name.clone(), info.root);
             cat.by_id.insert(info.root, info);
         }
@@ -274,11 +284,12 @@ impl Database {
     /// order, high keys, right links, levels; each page's checksum, number
     /// and LSN as it is read); returns the number of entries in all tables and indexes.
     pub fn check_integrity(&self) -> Result<u64> {
-        self.store.check_free_list()?;
-        self.store.check_tree(CATALOG_ROOT)?;
+        let mut seen = std::collections::HashSet::new();
+        self.store.check_free_list(&mut seen)?;
+        self.store.check_tree(CATALOG_ROOT, &mut seen)?;
         let mut total = 0;
         for t in self.tables() {
-            total += self.store.check_tree(t.root)?;
+            total += self.store.check_tree(t.root, &mut seen)?;
         }
         Ok(total)
     }

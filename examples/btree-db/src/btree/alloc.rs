@@ -111,8 +111,11 @@ impl Store {
     }
 
     /// Checks the meta page and walks the free list: every entry inside the
-    /// file's page range, a free page, and no cycle.
-    pub(crate) fn check_free_list(&self) -> Result<u32> {
+    /// file's page range, a free page, and no cycle; adds its pages to `seen`.
+    pub(crate) fn check_free_list(
+        &self,
+        seen: &mut std::collections::HashSet<PageId>,
+    ) -> Result<u32> {
         let count = self.page_count()?;
         if count <= CATALOG_ROOT || count >= MAX_PAGES {
             return Err(corrupt(META_PAGE, "page count out of range"));
@@ -125,7 +128,7 @@ impl Store {
         let mut steps = 0u32;
         while id != 0 {
             steps += 1;
-            if id <= CATALOG_ROOT || id >= count || steps > count {
+            if id <= CATALOG_ROOT || id >= count || steps > count || !seen.insert(id) {
                 return Err(corrupt(id, "free list entry out of range or in a cycle"));
             }
             let p = self.pool.get_page(id)?;

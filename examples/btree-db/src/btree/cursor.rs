@@ -150,7 +150,13 @@ impl<'db> CursorState<'db> {
                     self.lsn = g.page_lsn();
                     return Ok(true);
                 }
-                node::right(&g)
+                let right = node::right(&g);
+                // A high key promises a right sibling: without one, keys
+                // from the high key on would silently be missing.
+                if right == 0 && node::read_high_key(&g, &mut Vec::new()) {
+                    return Err(corrupt(p.id(), "high key without right link"));
+                }
+                right
             };
             if right == 0 {
                 self.close(store);
