@@ -222,6 +222,12 @@ impl BufferPool {
     ) -> Option<R> {
         let f = self.table.get(id)?;
         let fr = &self.frames[f as usize];
+        // A use like any other for replacement (else the upper levels, read
+        // only this way, would look cold and be evicted); the bit is
+        // written only when clear, so a hot page's line stays shared.
+        if !fr.referenced.load(Ordering::Relaxed) {
+            fr.referenced.store(true, Ordering::Relaxed);
+        }
         for _ in 0..4 {
             let view = fr.data.optimistic()?;
             if fr.page.load(Ordering::Acquire) != id {

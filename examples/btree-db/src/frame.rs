@@ -195,7 +195,10 @@ fn compare_bytes(words: &[AtomicU64], off: usize, len: usize, key: &[u8]) -> Cmp
 }
 
 /// Writes `data` at `off`. Offsets come from validated pages under the
-/// exclusive latch, so a write past the page is a bug: it panics.
+/// exclusive latch, so a write past the page is a bug: it panics. Partial
+/// words at the ends are merged with what is there (only the latch holder
+/// writes, so load-merge-store loses nothing); whole words in between are
+/// stored directly.
 #[inline]
 fn store_bytes(words: &[AtomicU64], off: usize, data: &[u8]) {
     assert!(
@@ -203,21 +206,36 @@ fn store_bytes(words: &[AtomicU64], off: usize, data: &[u8]) {
         "page write out of bounds"
     );
     let mut i = 0;
-    while i < data.len() {
-        let pos = off + i;
-        let w = &words[pos / 8];
-        let sh = pos % 8;
-        let n = (8 - sh).min(data.len() - i);
-        let mut word = if n == 8 {
-            [0u8; 8]
-        } else {
-            // Only the latch holder writes, so load-merge-store is safe.
-            w.load(Ordering::Relaxed).to_le_bytes()
-        };
-        word[sh..sh + n].copy_from_slice(&data[i..i + n]);
-        w.store(u64::from_le_bytes(word), Ordering::Relaxed);
-        i += n;
+    // Leading partial word.
+    if off % 8 != 0 && !data.is_empty() {
+        let sh = off % 8;
+        let n = (8 - sh).min(data.len());
+        merge(&words[off / 8], sh, &data[..n]);
+        i = n;
     }
+    // Whole words.
+    let mut chunks = data[i..].chunks_exact(8);
+    let mut w = (off + i) / 8;
+    for chunk in &mut chunks {
+        let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        words[w].store(v, Ordering::Relaxed);
+        w += 1;
+    }
+    // Trailing partial word.
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        merge(&words[w], 0, rest);
+    }
+}
+
+/// Replaces bytes `sh..sh + part.len()` of one word with `part`.
+#[inline(always)]
+fn merge(word: &AtomicU64, sh: usize, part: &[u8]) {
+    let mut b = word.load(Ordering::Relaxed).to_le_bytes();
+    for (j, &x) in part.iter().enumerate() {
+        b[sh + j] = x;
+    }
+    word.store(u64::from_le_bytes(b), Ordering::Relaxed);
 }
 
 /// Page `words` as bytes, for latched readers.
@@ -280,6 +298,24 @@ impl PageAccess for Optimistic<'_> {
     #[inline]
     fn compare(&self, off: usize, len: usize, key: &[u8]) -> Cmp {
         compare_bytes(self.words, off, len, key)
+    }
+    // Integers straight from one or two word loads (a descent reads little
+    // else), rather than through a byte buffer.
+    #[inline]
+    fn read_u8(&self, off: usize) -> u8 {
+        load_u64_at(self.words, off) as u8
+    }
+    #[inline]
+    fn read_u16(&self, off: usize) -> u16 {
+        load_u64_at(self.words, off) as u16
+    }
+    #[inline]
+    fn read_u32(&self, off: usize) -> u32 {
+        load_u64_at(self.words, off) as u32
+    }
+    #[inline]
+    fn read_u64(&self, off: usize) -> u64 {
+        load_u64_at(self.words, off)
     }
 }
 

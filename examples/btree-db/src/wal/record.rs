@@ -112,8 +112,12 @@ impl RecBuilder {
         img.extend_from_slice(&page.to_le_bytes());
         img.extend_from_slice(&(p.page_size() as u16).to_le_bytes());
         p.append_to(0, p.page_size(), &mut img);
+        // Open a gap and copy in (`Vec::splice` moves the tail byte by byte).
         let at = self.nops_at + 2;
-        self.buf.splice(at..at, img);
+        let (old, n) = (self.buf.len(), img.len());
+        self.buf.resize(old + n, 0);
+        self.buf.copy_within(at..old, at + n);
+        self.buf[at..at + n].copy_from_slice(&img);
         self.nops += 1;
         self.imaged.push(page);
     }
