@@ -207,7 +207,7 @@ fn store_bytes(words: &[AtomicU64], off: usize, data: &[u8]) {
     );
     let mut i = 0;
     // Leading partial word.
-    if off % 8 != 0 && !data.is_empty() {
+    if !off.is_multiple_of(8) && !data.is_empty() {
         let sh = off % 8;
         let n = (8 - sh).min(data.len());
         merge(&words[off / 8], sh, &data[..n]);
