@@ -96,7 +96,7 @@ impl<'db> CursorState<'db> {
                     drop(g);
                     restarts += 1;
                     if restarts > u8::MAX as u32 {
-                        return Err(corrupt(p.id(), "right sibling at another level"));
+                        return Err(corrupt(p.id(), "a leaf was expected"));
                     }
                     let from = if self.started {
                         self.last.clone()

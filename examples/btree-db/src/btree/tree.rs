@@ -55,6 +55,9 @@ impl Store {
                     expect = Some(l);
                     id = r;
                 }
+                // The node sought itself is pinned without reading it first:
+                // the caller latches it and checks its level and range anyway.
+                Route::Down(child, l) if l == level => return self.pool.get_page(child),
                 Route::Down(child, l) => {
                     expect = Some(l);
                     id = child;
@@ -143,7 +146,7 @@ impl Store {
                             *hint = 0;
                             continue 'descent;
                         }
-                        return Err(corrupt(p.id(), "right sibling at another level"));
+                        return Err(corrupt(p.id(), "a leaf was expected"));
                     }
                     if !node::beyond_high(&g, key) {
                         return Ok(match node::search(&g, key) {
