@@ -26,6 +26,10 @@ pub struct Database {
     pub(crate) store: Store,
     pub(crate) locks: LockManager,
     pub(crate) catalog: RwLock<Catalog>,
+    /// The live tables' roots, copied per stripe: a transaction checks that
+    /// a table exists in its own stripe's copy, so the check writes no
+    /// line that transactions on other threads write. DDL changes every copy.
+    live: Striped<RwLock<IdMap<PageId, ()>>>,
     /// Serializes creating and dropping tables.
     pub(crate) ddl: Mutex<()>,
     pub(crate) options: Options,
@@ -111,6 +115,7 @@ impl Database {
             store: Store::new(pool, wal),
             locks: LockManager::new(options.lock_timeout),
             catalog: RwLock::new(Catalog::default()),
+            live: Striped::default(),
             ddl: Mutex::new(()),
             limits: Limits {
                 page_size: ps,
@@ -166,14 +171,33 @@ impl Database {
             cat.by_name.insert(info.name.clone(), info.root);
             cat.by_id.insert(info.root, info);
         }
+        for &root in cat.by_id.keys() {
+            self.set_live(root, true);
+        }
         *self.catalog.write().unwrap_or_else(PoisonError::into_inner) = cat;
         Ok(())
     }
 
+    /// Marks a table live or dropped in every stripe's copy.
+    pub(crate) fn set_live(&self, root: PageId, live: bool) {
+        for copy in self.live.all() {
+            let mut set = copy.write().unwrap_or_else(PoisonError::into_inner);
+            if live {
+                set.insert(root, ());
+            } else {
+                set.remove(&root);
+            }
+        }
+    }
+
     /// The root page of a live table, or `UnknownTableId`.
     pub(crate) fn root_of(&self, table: TableId) -> Result<PageId> {
-        let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
-        if cat.by_id.contains_key(&table.0) {
+        let live = self
+            .live
+            .mine()
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if live.contains_key(&table.0) {
             Ok(table.0)
         } else {
             Err(Error::UnknownTableId(table.0))

@@ -61,6 +61,8 @@ impl Database {
         let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
         cat.by_name.insert(info.name.clone(), root);
         cat.by_id.insert(root, info);
+        drop(cat);
+        self.set_live(root, true);
         Ok(TableId(root))
     }
 
@@ -88,6 +90,7 @@ impl Database {
             cat.by_id.remove(&root);
             cat.by_name.remove(&name);
         }
+        self.set_live(root, false);
         txn.commit()?;
         // After the commit: a crash before the pages are freed leaks them,
         // it never frees pages of a live table.
