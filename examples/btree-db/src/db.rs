@@ -332,7 +332,7 @@ impl Database {
             page_reads: pager.reads.load(r),
             page_writes: pager.writes.load(r),
             pool_hits: self.store.pool.hits(),
-            log_bytes: wal.appended_bytes.load(r),
+            log_bytes: wal.appended_bytes.sum(),
             log_flushes: wal.flushes.load(r),
             log_syncs: wal.syncs.load(r),
             checkpoints: self.checkpoints.load(r),

@@ -12,7 +12,7 @@
 //! | `error` | [`Error`], [`PageId`], [`Result`] |
 //! | `page` | page layout, checksums, the narrow [`PageAccess`] accessor trait |
 //! | `stripes` | per-thread stripes of counters and caches every transaction writes |
-//! | `frame` | frame storage and the latched accessors `PageRef` / `PageMut` |
+//! | `frame` | frame storage: atomic words, latched `PageRef` / `PageMut`, optimistic views |
 //! | `page_table` | the buffer pool's lock-free page id -> frame table |
 //! | `pager` | the database file: header page, page reads and writes |
 //! | `node` | slotted B-link node format: cells, high key, right link, splits; page decoders |
@@ -54,8 +54,10 @@
 //! * **Transactions.** Strict two-phase locking on record keys (plus a shared
 //!   lock per table, striped per thread so that transactions on different
 //!   threads do not write one lock entry), deadlock detection on a waits-for
-//!   graph. Transaction ids, cached buffers and counters are per-thread
-//!   stripes too: nothing every transaction writes is one cache line.
+//!   graph. Transaction ids, cached buffers, counters and the check that a
+//!   table exists are per-thread stripes too: nothing every transaction
+//!   writes is one cache line, except the log's tail (one short lock per
+//!   record, to copy it in; its checksum is computed before).
 //! * **Log and recovery.** Physiological redo (page id + key-level change,
 //!   or a page image for splits) guarded by page LSNs; logical undo (table,
 //!   key, old value) with compensation records. Group commit shares one write

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
+use crate::stripes::Counter;
 
 mod record;
 
@@ -65,7 +66,8 @@ pub(crate) struct Wal {
     written: AtomicU64,
     /// Everything below this is synced.
     durable: AtomicU64,
-    pub(crate) appended_bytes: AtomicU64,
+    /// Per thread stripe: appenders do not share the counter's line.
+    pub(crate) appended_bytes: Counter,
     pub(crate) flushes: AtomicU64,
     pub(crate) syncs: AtomicU64,
 }
@@ -93,7 +95,7 @@ impl Wal {
             }),
             written: AtomicU64::new(end),
             durable: AtomicU64::new(end),
-            appended_bytes: AtomicU64::new(0),
+            appended_bytes: Counter::default(),
             flushes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
         }
@@ -194,7 +196,7 @@ impl Wal {
             drop(st);
             (lsn, full)
         };
-        self.appended_bytes.fetch_add(len, Ordering::Relaxed);
+        self.appended_bytes.add(len);
         if full {
             let _ = self.flush(lsn + len, false);
         }
