@@ -311,6 +311,9 @@ pub(crate) struct EpochCx {
     /// In profile mode: what the epoch reads and writes, and when.
     pub(crate) profile: RefCell<Option<crate::profile::Recorder>>,
     pub(crate) profiling: Cell<bool>,
+    /// Times this epoch gave way on a busy lock inside another access's closure
+    /// (see `memory::nesting`).
+    pub(crate) gave_way: Cell<u32>,
 }
 
 /// The unwinding payload that carries a rollback to the epoch runner.
@@ -372,6 +375,7 @@ impl EpochCx {
             held_panic: RefCell::new(None),
             profile: RefCell::new(None),
             profiling: Cell::new(false),
+            gave_way: Cell::new(0),
         }
     }
 

@@ -99,7 +99,9 @@ where
                 // state, panicked).
                 EpochEnd::IterPanic(_) => None,
                 _ if work.snaps.is_empty() => None,
-                EpochEnd::RerunHomefree => Some(segment),
+                // From its current segment, or from an earlier one that a violation
+                // names (NOT_VIOLATED is the largest segment number).
+                EpochEnd::RerunHomefree => Some(segment.min(target)),
                 _ if target != NOT_VIOLATED => Some(target),
                 _ => None,
             };

@@ -31,7 +31,9 @@
 
 mod state;
 
-use crate::epoch::{self, Access, Dropped, Drops, LoggedSlot, RollbackSignal, Tag};
+use crate::epoch::{
+    self, Access, AwaitHomefreeSignal, Dropped, Drops, LoggedSlot, RollbackSignal, Tag,
+};
 use crate::memory::nesting;
 use crate::sync::{Held, RaceCell, RawLock};
 use core::panic::Location;
@@ -41,6 +43,9 @@ use state::{
     Own, insert_version, own_version, record_reader, take_version, violate_other_loops,
     violate_readers, visible,
 };
+
+/// Give-ways of one epoch after which it waits to be homefree instead.
+const GIVE_WAYS_BEFORE_WAITING: u32 = 2;
 
 /// A speculative location holding a `T`.
 ///
@@ -109,6 +114,15 @@ impl<T> Slot<T> {
                     std::thread::yield_now();
                 }
                 crate::sync::spin_hint();
+            }
+            // Re-running at once would most likely meet the same holder again (with
+            // more threads than cores, it may not even have run meanwhile): the
+            // second time, stop speculating and re-run when homefree, where the
+            // epoch waits instead of giving way, and its thread takes other work.
+            let n = cx.gave_way.get() + 1;
+            cx.gave_way.set(n);
+            if n >= GIVE_WAYS_BEFORE_WAITING {
+                cx.raise(AwaitHomefreeSignal);
             }
             cx.raise(RollbackSignal);
         }
