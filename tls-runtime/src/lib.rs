@@ -104,7 +104,8 @@
 //!
 //! **Nested accesses.** An `update` or `with` closure may access other speculative
 //! locations. A speculative epoch that would wait for a location while its closure
-//! holds another gives way (rolls back and runs again); plain code and the homefree
+//! holds another gives way (rolls back and runs again; the second time, it re-runs
+//! once it is the oldest, homefree, epoch); plain code and the homefree
 //! epoch wait, as they would on two `Mutex`es. Accessing a location from inside its
 //! own closure (`v.update(i, |x| *x += v.get(i))`) panics, in every mode, with a
 //! message saying what to write instead.

@@ -12,7 +12,8 @@
 //!   not depend on the mode, so a sequential run and a speculative one end the same
 //!   way.
 //! - Another location whose lock is busy, from a speculative epoch: spin a bounded
-//!   time, then roll the epoch back to the start of its segment, which releases the
+//!   time, then roll the epoch back to the start of its segment (the second time, wait
+//!   to re-run it until it is homefree), which releases the
 //!   outer lock. The homefree epoch never rolls back and plain code has nothing to roll
 //!   back, so they wait: the speculative epochs they could be waiting for give way.
 //!   Two plain threads (or the homefree epochs of two loops) that nest accesses in
