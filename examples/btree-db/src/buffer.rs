@@ -442,14 +442,30 @@ impl BufferPool {
     /// Writes every dirty page (a checkpoint). Pages dirtied while this runs
     /// may or may not be written; every page dirty when it started is.
     pub(crate) fn flush_all(&self) -> Result<()> {
+        let mut busy = Vec::new();
         for (i, fr) in self.frames.iter().enumerate() {
             let Some(p) = self.pin_frame(i as u32) else {
+                // Empty, or being evicted right now: looked at again below.
+                busy.push(i);
                 continue;
             };
             // A writer sets the dirty flag before it releases its exclusive
             // latch, so once we hold the shared latch the flag is current.
             drop(p.read());
             self.write_back(fr)?;
+        }
+        // An eviction holds the replacer lock until its write-back is done
+        // (or has failed and put the page back): with the lock, none is under
+        // way, and a page whose eviction we skipped is either on disk or
+        // resident again, to be written here. Without this, a checkpoint could
+        // record its redo start while an older change was still on its way
+        // to the file.
+        let _no_eviction = lock(&self.replacer);
+        for i in busy {
+            if let Some(p) = self.pin_frame(i as u32) {
+                drop(p.read());
+                self.write_back(&self.frames[i])?;
+            }
         }
         Ok(())
     }
