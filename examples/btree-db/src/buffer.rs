@@ -370,49 +370,79 @@ impl BufferPool {
 
     /// Picks an unpinned victim frame, unmaps it and writes it back if dirty.
     fn evict(&self, rep: &mut Replacer) -> Result<u32> {
-        let n = self.frames.len();
-        for _ in 0..4 * n + 8 {
-            let from_probation = !rep.probation.is_empty()
-                && (rep.probation.len() >= self.probation_target || rep.protected.is_empty());
-            if from_probation {
-                let Some(f) = rep.probation.pop_front() else {
-                    break;
-                };
-                let fr = &self.frames[f as usize];
-                if fr.pins.load(Ordering::Acquire) > 0 {
-                    rep.probation.push_back(f);
-                } else if fr.referenced.swap(false, Ordering::Relaxed) {
-                    rep.protected.push_back(f);
-                } else if !self.try_unmap(f) {
-                    rep.probation.push_back(f);
-                } else {
-                    // Unmapped: nobody can pin it now; write it back.
-                    if let Err(e) = self.write_back(fr) {
-                        let id = fr.page.load(Ordering::Relaxed);
-                        self.table.insert(id, f);
-                        self.release_frame(f);
-                        rep.probation.push_front(f);
-                        return Err(e);
-                    }
-                    // Still flagged as evicting: the caller fills it.
-                    fr.page.store(NO_PAGE, Ordering::Release);
-                    return Ok(f);
-                }
+        // Keep probation near its target by demoting cold protected frames.
+        for _ in 0..rep.protected.len() {
+            if rep.probation.len() >= self.probation_target {
+                break;
+            }
+            let Some(f) = rep.protected.pop_front() else {
+                break;
+            };
+            let fr = &self.frames[f as usize];
+            if fr.pins.load(Ordering::Acquire) > 0 || fr.referenced.swap(false, Ordering::Relaxed) {
+                rep.protected.push_back(f);
             } else {
-                let Some(f) = rep.protected.pop_front() else {
-                    break;
-                };
-                let fr = &self.frames[f as usize];
-                if fr.pins.load(Ordering::Acquire) > 0
-                    || fr.referenced.swap(false, Ordering::Relaxed)
-                {
-                    rep.protected.push_back(f);
-                } else {
-                    rep.probation.push_back(f);
-                }
+                rep.probation.push_back(f);
+            }
+        }
+        // One sweep of probation: a frame used again since it came in moves
+        // to protected; the first unpinned one that was not is the victim.
+        for _ in 0..rep.probation.len() {
+            let Some(f) = rep.probation.pop_front() else {
+                break;
+            };
+            let fr = &self.frames[f as usize];
+            if fr.pins.load(Ordering::Acquire) > 0 {
+                rep.probation.push_back(f);
+            } else if fr.referenced.swap(false, Ordering::Relaxed) {
+                rep.protected.push_back(f);
+            } else if let Some(f) = self.take_victim(rep, f, false)? {
+                return Ok(f);
+            }
+        }
+        // Everything in probation is pinned: the victim must come from
+        // protected (else a pool whose few probation frames are pinned would
+        // report exhaustion with most frames free). Two sweeps: the first
+        // clears reference bits.
+        for _ in 0..2 * rep.protected.len() {
+            let Some(f) = rep.protected.pop_front() else {
+                break;
+            };
+            let fr = &self.frames[f as usize];
+            if fr.pins.load(Ordering::Acquire) > 0 || fr.referenced.swap(false, Ordering::Relaxed) {
+                rep.protected.push_back(f);
+            } else if let Some(f) = self.take_victim(rep, f, true)? {
+                return Ok(f);
             }
         }
         Err(Error::PoolExhausted)
+    }
+
+    /// Unmaps unpinned frame `f` (taken from probation, or from protected if
+    /// `protected`) and writes it back; `None` if a pin came first (the
+    /// frame goes back where it was).
+    fn take_victim(&self, rep: &mut Replacer, f: u32, protected: bool) -> Result<Option<u32>> {
+        let queue = if protected {
+            &mut rep.protected
+        } else {
+            &mut rep.probation
+        };
+        if !self.try_unmap(f) {
+            queue.push_back(f);
+            return Ok(None);
+        }
+        // Unmapped: nobody can pin it now; write it back.
+        let fr = &self.frames[f as usize];
+        if let Err(e) = self.write_back(fr) {
+            let id = fr.page.load(Ordering::Relaxed);
+            self.table.insert(id, f);
+            self.release_frame(f);
+            queue.push_front(f);
+            return Err(e);
+        }
+        // Still flagged as evicting: the caller fills it.
+        fr.page.store(NO_PAGE, Ordering::Release);
+        Ok(Some(f))
     }
 
     /// Writes a frame's page if dirty, obeying the WAL rule: the log is made

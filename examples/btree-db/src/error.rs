@@ -50,6 +50,15 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// An abort (or the abort of a dropped transaction) could not undo all
+    /// its changes, for the reason given (an I/O error, or a buffer pool
+    /// that stayed full). Its locks stay held, so no transaction sees the
+    /// half-undone rows, and its log is kept: the next `Database::open`
+    /// finds it unfinished and undoes the rest.
+    AbortIncomplete {
+        /// Why the undo stopped.
+        cause: String,
+    },
     /// An option value is out of range.
     InvalidOptions(String),
     /// A key is longer than [`crate::Limits::max_key`].
@@ -105,6 +114,11 @@ impl fmt::Display for Error {
             }
             Error::Truncated { what } => write!(f, "file truncated while reading {what}"),
             Error::BadChecksum { page } => write!(f, "page {page} failed its checksum"),
+            Error::AbortIncomplete { cause } => write!(
+                f,
+                "the abort could not finish ({cause}); its locks stay held and its changes \
+                 are undone when the database is next opened"
+            ),
             Error::LogDamaged { lsn, reason } => {
                 write!(f, "the log is damaged at LSN {lsn}: {reason}")
             }

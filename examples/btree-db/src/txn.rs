@@ -337,26 +337,42 @@ impl<'db> Txn<'db> {
 
     fn rollback(&mut self) -> Result<()> {
         self.done = true;
-        let mut result = Ok(());
         if let Some(at) = self.wrote {
-            result = self.undo_all();
+            if let Err(e) = self.undo_all() {
+                // The undo could not finish. Its locks stay held, so nobody
+                // sees the half-undone rows, and it stays registered as
+                // active, so checkpoints keep its log: the next open finds it
+                // unfinished and undoes the rest. Forgetting it instead would
+                // let a later checkpoint drop its log and make its changes
+                // permanent.
+                self.db.aborts.add(1);
+                return Err(Error::AbortIncomplete {
+                    cause: e.to_string(),
+                });
+            }
             self.db.unregister_writer(self.id, at);
         }
         self.db.locks.release_all(self.id, &mut self.s.locks);
         self.db.aborts.add(1);
         self.recycle();
-        result
+        Ok(())
     }
 
+    /// Undoes the changes newest first, logging a compensation record for
+    /// each, then logs the abort. A change is forgotten only once undone, so
+    /// a retry after a failure resumes where it stopped. Running out of
+    /// buffer frames is waited out for a while (other transactions' pins
+    /// come and go); any other error ends the attempt.
     fn undo_all(&mut self) -> Result<()> {
         let store = &self.db.store;
-        while let Some(e) = self.s.undo.pop() {
+        let mut waited = std::time::Duration::ZERO;
+        while let Some(e) = self.s.undo.last() {
             let key = &self.s.arena[e.key.0 as usize..(e.key.0 + e.key.1) as usize];
             let m = match e.old {
                 Some((s, l)) => Modify::Put(&self.s.arena[s as usize..(s + l) as usize]),
                 None => Modify::Delete,
             };
-            store.modify(
+            match store.modify(
                 e.table,
                 key,
                 m,
@@ -365,7 +381,17 @@ impl<'db> Txn<'db> {
                 },
                 &mut self.s.ctx,
                 &mut 0,
-            )?;
+            ) {
+                Ok(_) => {
+                    self.s.undo.pop();
+                }
+                Err(Error::PoolExhausted) if waited < UNDO_PATIENCE => {
+                    let pause = std::time::Duration::from_millis(1);
+                    std::thread::sleep(pause);
+                    waited += pause;
+                }
+                Err(e) => return Err(e),
+            }
         }
         let rec = &mut self.s.ctx.rec;
         rec.begin(self.id, self.s.ctx.prev, KIND_ABORT);
@@ -373,6 +399,9 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 }
+
+/// How long an abort waits out a full buffer pool before giving up.
+const UNDO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
