@@ -294,11 +294,12 @@ fn pool_pressure_and_exhaustion() {
         "the small pool wrote back pages"
     );
     // Every frame pinned by an open cursor: the next page needs a frame.
-    let mut txns: Vec<_> = (0..16).map(|_| db.begin()).collect();
+    // (Each cursor pins one leaf; the descents above it pin nothing.)
+    let mut txns: Vec<_> = (0..20).map(|_| db.begin()).collect();
     let mut cursors = Vec::new();
     let mut failed = None;
     for (i, txn) in txns.iter_mut().enumerate() {
-        match txn.scan(t, Bound::Included(&k(i as u32 * 250)), Bound::Unbounded) {
+        match txn.scan(t, Bound::Included(&k(i as u32 * 190)), Bound::Unbounded) {
             Ok(c) => cursors.push(c),
             Err(e) => {
                 failed = Some(e);
@@ -307,6 +308,11 @@ fn pool_pressure_and_exhaustion() {
         }
     }
     assert!(matches!(failed, Some(Error::PoolExhausted)), "{failed:?}");
+    assert!(
+        cursors.len() >= 15,
+        "exhausted with {} of 16 frames pinned",
+        cursors.len()
+    );
     drop(cursors);
     drop(txns);
     let mut txn = db.begin();
