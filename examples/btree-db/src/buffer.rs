@@ -485,12 +485,13 @@ impl BufferPool {
             self.write_back(fr)?;
         }
         // An eviction holds the replacer lock until its write-back is done
-        // (or has failed and put the page back): with the lock, none is under
-        // way, and a page whose eviction we skipped is either on disk or
-        // resident again, to be written here. Without this, a checkpoint could
-        // record its redo start while an older change was still on its way
-        // to the file.
-        let _no_eviction = lock(&self.replacer);
+        // (or has failed and put the page back): once we have had the lock,
+        // every eviction we skipped is over, and its page is either on disk
+        // or resident again, to be written here. Without this, a checkpoint
+        // could record its redo start while an older change was still on its
+        // way to the file. The lock is not kept while latching: a writer
+        // holding a latch may be waiting for it to load a page.
+        drop(lock(&self.replacer));
         for i in busy {
             if let Some(p) = self.pin_frame(i as u32) {
                 drop(p.read());

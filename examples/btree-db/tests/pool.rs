@@ -180,3 +180,61 @@ fn pinned_frames_and_an_abort_that_cannot_get_a_frame() {
     }
     assert_eq!(db.check_integrity().unwrap(), 3000);
 }
+
+/// Checkpoints in a loop while writers split pages in a 16-page pool: a
+/// checkpoint that waited for a frame's latch while keeping the pool's miss
+/// lock would deadlock with a writer that holds the latch and waits to load
+/// a page. Bounded by a watchdog rather than left to hang.
+#[test]
+fn checkpoints_racing_writers_in_a_tiny_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("c.db"),
+        Options {
+            page_size: 512,
+            pool_pages: 16,
+            sync: SyncMode::Off,
+            lock_timeout: Duration::from_secs(2),
+            checkpoint_log_bytes: 0,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    let done = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let (db, done) = (&db, &done);
+        s.spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                db.checkpoint().unwrap();
+            }
+        });
+        let writers: Vec<_> = (0..4u32)
+            .map(|w| {
+                s.spawn(move || {
+                    for round in 0..1500u32 {
+                        let mut txn = db.begin();
+                        for j in 0..20u32 {
+                            let key = (w * 100_000 + round * 20 + j).to_be_bytes();
+                            txn.put(t, &key, &[w as u8; 40]).unwrap();
+                        }
+                        txn.commit().unwrap();
+                    }
+                })
+            })
+            .collect();
+        s.spawn(move || {
+            for h in writers {
+                h.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+            tx.send(()).unwrap();
+        });
+        if rx.recv_timeout(Duration::from_secs(180)).is_err() {
+            eprintln!("writers and checkpoints did not finish in 180 s: deadlock");
+            std::process::abort();
+        }
+    });
+    assert_eq!(db.check_integrity().unwrap(), 4 * 1500 * 20);
+}
