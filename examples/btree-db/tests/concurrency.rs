@@ -449,8 +449,8 @@ fn concurrent_root_and_nonroot_splits() {
     assert_eq!(2_654_435_761u32.wrapping_mul(244_002_641), 1);
     let dog = Watchdog::start(
         "concurrent_root_and_nonroot_splits",
-        Duration::from_secs(30),
-        Duration::from_secs(170),
+        Duration::from_secs(60),
+        Duration::from_secs(240),
     );
     let fails = Arc::new(Failures::default());
     let t0 = Instant::now();
@@ -502,8 +502,8 @@ fn retryable(e: &Error) -> bool {
 fn scans_see_consistent_sums() {
     let dog = Watchdog::start(
         "scans_see_consistent_sums",
-        Duration::from_secs(30),
-        Duration::from_secs(90),
+        Duration::from_secs(60),
+        Duration::from_secs(180),
     );
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(
