@@ -79,6 +79,16 @@ struct Frame {
     hits: AtomicU64,
 }
 
+impl Frame {
+    /// Sets the reference bit for replacement. Load first: re-storing a set
+    /// bit would dirty the line, which hot pages' users share.
+    fn mark_referenced(&self) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Replacement state; touched only on misses.
 struct Replacer {
     probation: VecDeque<u32>,
@@ -199,11 +209,7 @@ impl BufferPool {
         if !self.pin(f, id) {
             return None;
         }
-        let fr = &self.frames[f as usize];
-        // Load first: re-storing a set bit would dirty the cache line.
-        if !fr.referenced.load(Ordering::Relaxed) {
-            fr.referenced.store(true, Ordering::Relaxed);
-        }
+        self.frames[f as usize].mark_referenced();
         Some(PinnedPage {
             pool: self,
             frame: f,
@@ -223,11 +229,8 @@ impl BufferPool {
         let f = self.table.get(id)?;
         let fr = &self.frames[f as usize];
         // A use like any other for replacement (else the upper levels, read
-        // only this way, would look cold and be evicted); the bit is
-        // written only when clear, so a hot page's line stays shared.
-        if !fr.referenced.load(Ordering::Relaxed) {
-            fr.referenced.store(true, Ordering::Relaxed);
-        }
+        // only this way, would look cold and be evicted).
+        fr.mark_referenced();
         for _ in 0..4 {
             let view = fr.data.optimistic()?;
             if fr.page.load(Ordering::Acquire) != id {

@@ -8,6 +8,7 @@ use crate::node;
 use crate::page::{KIND_LEAF, PageAccess};
 
 use super::store::{Store, corrupt};
+use super::tree::restart;
 
 /// A forward cursor's position (the transaction layer adds locking).
 pub(crate) struct CursorState<'db> {
@@ -94,10 +95,7 @@ impl<'db> CursorState<'db> {
                     // split since (its cells moved to new children): find the
                     // position again from the top.
                     drop(g);
-                    restarts += 1;
-                    if restarts > u8::MAX as u32 {
-                        return Err(corrupt(p.id(), "a leaf was expected"));
-                    }
+                    restart(&mut restarts, p.id())?;
                     let from = if self.started {
                         self.last.clone()
                     } else {

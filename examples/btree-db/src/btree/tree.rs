@@ -142,11 +142,12 @@ impl Store {
                     let g = p.read();
                     if !is_node_at(&g, 0) {
                         // The root split after the descent let go of it.
-                        if moves == 0 && restart(&mut restarts, p.id())? {
-                            *hint = 0;
-                            continue 'descent;
+                        if moves > 0 {
+                            return Err(corrupt(p.id(), "a leaf was expected"));
                         }
-                        return Err(corrupt(p.id(), "a leaf was expected"));
+                        restart(&mut restarts, p.id())?;
+                        *hint = 0;
+                        continue 'descent;
                     }
                     if !node::beyond_high(&g, key) {
                         return Ok(match node::search(&g, key) {
@@ -439,12 +440,12 @@ fn is_node_at<P: PageAccess>(g: &P, level: u8) -> bool {
 /// Counts a restart of a descent after a concurrent root split. Each one
 /// follows a split that raised the root a level, so more restarts than a
 /// tree can have levels mean the page is damaged, not busy.
-fn restart(restarts: &mut u32, page: PageId) -> Result<bool> {
+pub(super) fn restart(restarts: &mut u32, page: PageId) -> Result<()> {
     *restarts += 1;
     if *restarts > u8::MAX as u32 {
         return Err(corrupt(page, "page changed level"));
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Where a descent goes from a node.
