@@ -251,12 +251,6 @@ impl LockManager {
     /// per shard: each shard's lock and map are touched once, however many
     /// of the transaction's locks live there.
     pub(crate) fn release_all(&self, txn: u64, locks: &mut TxnLocks) {
-        if locks.held.len() <= 2 {
-            for (name, _) in locks.held.drain() {
-                self.unlock(txn, name);
-            }
-            return;
-        }
         let mut by_shard = std::mem::take(&mut locks.sorted);
         by_shard.clear();
         by_shard.extend(locks.held.drain().map(|(name, _)| name));
