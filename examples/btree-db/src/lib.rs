@@ -26,6 +26,7 @@
 //! | `scratch` | a transaction's reusable buffers: locks held, undo entries |
 //! | `db` | [`Database`]: open, catalog lookups, checkpoints |
 //! | `txn` | transactions: begin / commit / abort, undo, cursors |
+//! | `shared_txn` | [`SharedTxn`]: one transaction used from several threads (speculative loops) |
 //! | `ddl` | creating and dropping tables and indexes |
 //!
 //! # How the pieces fit
@@ -128,6 +129,7 @@ mod page_table;
 mod pager;
 mod recovery;
 mod scratch;
+mod shared_txn;
 mod stripes;
 mod txn;
 mod wal;
@@ -138,4 +140,5 @@ pub use error::{Error, PageId, Result};
 pub use node::{decode_page, validate_page};
 pub use options::{Limits, Options, Stats, SyncMode};
 pub use page::{PageAccess, PageBuf, PageWrite};
+pub use shared_txn::SharedTxn;
 pub use txn::{Cursor, Txn};

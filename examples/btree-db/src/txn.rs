@@ -213,6 +213,25 @@ impl<'db> Txn<'db> {
         self.read(table, key, out, LockMode::Exclusive)
     }
 
+    /// Checks a read's key and takes its table and record locks; returns the
+    /// table's root.
+    pub(crate) fn lock_for_read(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        mode: LockMode,
+    ) -> Result<PageId> {
+        self.check_sizes(key, None)?;
+        let root = self.open_table(table)?;
+        self.lock_raw(lock_name(root, key), mode)?;
+        Ok(root)
+    }
+
+    /// The database this transaction runs on.
+    pub(crate) fn database(&self) -> &'db Database {
+        self.db
+    }
+
     fn read(
         &mut self,
         table: TableId,
@@ -220,9 +239,7 @@ impl<'db> Txn<'db> {
         out: &mut Vec<u8>,
         mode: LockMode,
     ) -> Result<bool> {
-        self.check_sizes(key, None)?;
-        let root = self.open_table(table)?;
-        self.lock_raw(lock_name(root, key), mode)?;
+        let root = self.lock_for_read(table, key, mode)?;
         out.clear();
         let h = self.hint(root);
         self.db.store.get(root, key, out, &mut self.s.hints[h].1)

@@ -92,7 +92,7 @@ enum Command {
             long,
             value_enum,
             value_delimiter = ',',
-            default_value = "sequential,sqlite"
+            default_value = "sequential,tls,sqlite"
         )]
         modes: Vec<Mode>,
         /// Print JSON instead of a table.

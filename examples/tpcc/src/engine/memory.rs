@@ -8,7 +8,9 @@ use std::ops::Bound;
 
 use anyhow::{Result, bail};
 
-use super::kv::{KvStore, KvTxn, Table};
+use std::sync::Mutex;
+
+use super::kv::{KvOps, KvStore, KvTxn, SharedKv, Table};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -76,7 +78,12 @@ impl Drop for MemoryTxn<'_> {
     }
 }
 
-impl KvTxn for MemoryTxn<'_> {
+impl<'a> KvTxn for MemoryTxn<'a> {
+    type Shared<'s>
+        = MemoryShared<'s, 'a>
+    where
+        Self: 's;
+
     fn commit(mut self) -> Result<()> {
         self.kv.undo.clear();
         self.done = true;
@@ -88,6 +95,44 @@ impl KvTxn for MemoryTxn<'_> {
         Ok(())
     }
 
+    fn share(&mut self) -> MemoryShared<'_, 'a> {
+        MemoryShared(Mutex::new(self))
+    }
+}
+
+/// A [`MemoryTxn`] lent to several threads: each operation takes a lock.
+#[derive(Debug)]
+pub struct MemoryShared<'s, 'a>(Mutex<&'s mut MemoryTxn<'a>>);
+
+impl<'s, 'a> MemoryShared<'s, 'a> {
+    fn txn(&self) -> std::sync::MutexGuard<'_, &'s mut MemoryTxn<'a>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl SharedKv for MemoryShared<'_, '_> {
+    fn get(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.txn().get(table, key, out)
+    }
+
+    fn get_for_update(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.txn().get_for_update(table, key, out)
+    }
+
+    fn insert(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn().insert(table, key, value)
+    }
+
+    fn update(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn().update(table, key, value)
+    }
+
+    fn delete(&self, table: Table, key: &[u8]) -> Result<()> {
+        self.txn().delete(table, key)
+    }
+}
+
+impl KvOps for MemoryTxn<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         match self.kv.tables[table.index()].get(key) {
             Some(v) => {

@@ -15,12 +15,9 @@
 //! | `memory` | an in-memory `BTreeMap` as that store, the reference for tests |
 //! | `sqlite/` | SQLite: its schema, bulk load and transactions in SQL |
 //!
-//! Mode `tls` is reserved: it will be the key/value engine of [`kv`] over the same
-//! `btree-db` store, with three loops (New Order's items, Delivery's districts, Stock
-//! Level's items) run as speculative loops. Each of those loop bodies in
-//! `kv/transactions.rs` already touches only its own line's rows plus a few accumulators
-//! (sum, brand count), which is the shape the runtime needs. Until then, [`create`] and
-//! [`open`] answer `tls` with a clear "not available yet".
+//! Mode `tls` is the key/value engine of [`kv`] over the same `btree-db` store and the
+//! same database files, with the transactions' loops (New Order's items, Stock Level's
+//! items) run as speculative loops over the rows of [`kv::spec`].
 
 use std::path::Path;
 
@@ -33,13 +30,6 @@ pub mod sequential;
 pub mod sqlite;
 
 pub use api::{Engine, Mode, Summary, Sync, execute};
-
-fn tls_unavailable() -> anyhow::Error {
-    anyhow::anyhow!(
-        "mode tls is not available yet: it arrives with the speculative runtime; \
-         use sequential or sqlite"
-    )
-}
 
 /// Creates an empty database at `path` for loading `warehouses` warehouses (a sizing
 /// hint). Fails if something is already there.
@@ -57,8 +47,9 @@ pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Bo
     }
     match mode {
         Mode::Sqlite => Ok(Box::new(sqlite::SqliteEngine::create(path, sync)?)),
-        Mode::Sequential => Ok(Box::new(sequential::create(path, sync, warehouses)?)),
-        Mode::Tls => Err(tls_unavailable()),
+        Mode::Sequential | Mode::Tls => {
+            Ok(Box::new(sequential::create(path, sync, warehouses, mode)?))
+        }
     }
 }
 
@@ -75,7 +66,7 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
     let found = detect(path)?;
     let mode = match mode {
         None => found,
-        Some(Mode::Tls) => return Err(tls_unavailable()),
+        Some(Mode::Tls) if found == Mode::Sequential => Mode::Tls,
         Some(m) if m == found => m,
         Some(m) => bail!(
             "{} is a {found} database; it cannot be run in mode {m} (load one with --mode {m})",
@@ -84,8 +75,7 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
     };
     let engine: Box<dyn Engine> = match mode {
         Mode::Sqlite => Box::new(sqlite::SqliteEngine::open(path, sync)?),
-        Mode::Sequential => Box::new(sequential::open(path, sync)?),
-        Mode::Tls => return Err(tls_unavailable()),
+        Mode::Sequential | Mode::Tls => Box::new(sequential::open(path, sync, mode)?),
     };
     Ok(engine)
 }

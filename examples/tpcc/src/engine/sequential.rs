@@ -1,5 +1,6 @@
-//! Mode `sequential`: TPC-C on our B-tree database (`btree-db`), one transaction at a
-//! time, through the key/value transaction code of [`super::kv`].
+//! Modes `sequential` and `tls`: TPC-C on our B-tree database (`btree-db`), one
+//! transaction at a time, through the key/value transaction code of [`super::kv`]
+//! (which, in mode `tls`, runs the transactions' loops as speculative epochs).
 
 use std::ops::Bound;
 use std::path::Path;
@@ -9,7 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use btree_db::{Database, Options, SyncMode, TableId};
 
 use super::api::{Mode, Sync};
-use super::kv::{KvEngine, KvStore, KvTxn, Table};
+use super::kv::{KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
 
 /// Buffer-pool pages per warehouse: a spec-scale warehouse takes about 30,000 pages of
 /// 4 KiB, and the run grows it; the database is meant to be in core, like SQLite's.
@@ -31,8 +32,14 @@ fn options(sync: Sync, pool_pages: usize) -> Options {
     }
 }
 
-/// Creates an empty database at `path`, sized for `warehouses`, with every table.
-pub fn create(path: &Path, sync: Sync, warehouses: u16) -> Result<KvEngine<BTreeStore>> {
+/// Creates an empty database at `path`, sized for `warehouses`, with every table;
+/// `mode` is `sequential` or `tls`.
+pub fn create(
+    path: &Path,
+    sync: Sync,
+    warehouses: u16,
+    mode: Mode,
+) -> Result<KvEngine<BTreeStore>> {
     let pool = (usize::from(warehouses) * POOL_PAGES_PER_WAREHOUSE).max(MIN_POOL_PAGES);
     let db = Database::open(path, options(sync, pool))
         .with_context(|| format!("creating {}", path.display()))?;
@@ -46,11 +53,12 @@ pub fn create(path: &Path, sync: Sync, warehouses: u16) -> Result<KvEngine<BTree
         .with_context(|| format!("creating table {}", t.name()))?;
         ids.push(id);
     }
-    Ok(KvEngine::new(BTreeStore::new(db, ids)?, Mode::Sequential))
+    Ok(KvEngine::new(BTreeStore::new(db, ids)?, mode))
 }
 
-/// Opens a loaded database at `path`, running crash recovery.
-pub fn open(path: &Path, sync: Sync) -> Result<KvEngine<BTreeStore>> {
+/// Opens a loaded database at `path`, running crash recovery; `mode` is `sequential`
+/// or `tls`.
+pub fn open(path: &Path, sync: Sync, mode: Mode) -> Result<KvEngine<BTreeStore>> {
     // Size the pool to hold the whole file, with room to grow.
     let len = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
@@ -68,7 +76,7 @@ pub fn open(path: &Path, sync: Sync) -> Result<KvEngine<BTreeStore>> {
             )
         })?);
     }
-    Ok(KvEngine::new(BTreeStore::new(db, ids)?, Mode::Sequential))
+    Ok(KvEngine::new(BTreeStore::new(db, ids)?, mode))
 }
 
 /// A [`KvStore`] over a `btree-db` database: one B-link tree per [`Table`].
@@ -131,7 +139,12 @@ impl BTreeTxn<'_> {
     }
 }
 
-impl KvTxn for BTreeTxn<'_> {
+impl<'a> KvTxn for BTreeTxn<'a> {
+    type Shared<'s>
+        = BTreeShared<'s, 'a>
+    where
+        Self: 's;
+
     fn commit(self) -> Result<()> {
         Ok(self.tx.commit()?)
     }
@@ -140,6 +153,49 @@ impl KvTxn for BTreeTxn<'_> {
         Ok(self.tx.abort()?)
     }
 
+    fn share(&mut self) -> BTreeShared<'_, 'a> {
+        BTreeShared {
+            tx: self.tx.share(),
+            tables: self.tables,
+        }
+    }
+}
+
+/// A [`BTreeTxn`] lent to the threads of a speculative loop.
+pub struct BTreeShared<'s, 'a> {
+    tx: btree_db::SharedTxn<'s, 'a>,
+    tables: &'s [TableId; Table::ALL.len()],
+}
+
+impl SharedKv for BTreeShared<'_, '_> {
+    fn get(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.tx.get_into(self.tables[table.index()], key, out)?)
+    }
+
+    fn get_for_update(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self
+            .tx
+            .get_for_update(self.tables[table.index()], key, out)?)
+    }
+
+    fn insert(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.tx.insert(self.tables[table.index()], key, value)?)
+    }
+
+    fn update(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.tx.update(self.tables[table.index()], key, value)?)
+    }
+
+    fn delete(&self, table: Table, key: &[u8]) -> Result<()> {
+        if self.tx.delete(self.tables[table.index()], key)? {
+            Ok(())
+        } else {
+            Err(anyhow!("delete of a missing key in {}", table.name()))
+        }
+    }
+}
+
+impl KvOps for BTreeTxn<'_> {
     #[inline]
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         Ok(self.tx.get_into(self.id(table), key, out)?)

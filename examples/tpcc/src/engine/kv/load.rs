@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 
-use super::{KvEngine, KvStore, KvTxn, Table};
+use super::{KvEngine, KvOps, KvStore, KvTxn, Table};
 use crate::codec;
 use crate::load::LoadSink;
 use crate::schema::{

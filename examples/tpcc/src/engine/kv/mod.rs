@@ -10,6 +10,7 @@
 //! | `schema` | [`Table`]: the tables and indexes, and their names |
 //! | `load` | the bulk load, in batches of one transaction ([`LoadSink`](crate::load::LoadSink)) |
 //! | `transactions` | the five transactions ([`Engine`](super::api::Engine)) |
+//! | `spec` | the tracked row view that speculative loop bodies use ([`spec::SpecRows`]) |
 //! | `summary` | the whole-database aggregates for the consistency checks |
 
 use anyhow::Result;
@@ -18,6 +19,7 @@ use super::api::Mode;
 
 mod load;
 mod schema;
+pub mod spec;
 mod summary;
 mod transactions;
 
@@ -37,12 +39,9 @@ pub trait KvStore {
     }
 }
 
-/// One transaction of a [`KvStore`]. Dropping it without `commit` aborts it.
-pub trait KvTxn {
-    /// Commits (durably, as far as the store's sync setting says).
-    fn commit(self) -> Result<()>;
-    /// Undoes every change of the transaction.
-    fn abort(self) -> Result<()>;
+/// The row operations of a transaction: what a transaction body, and a loop body run
+/// as speculative epochs ([`spec::EpochRows`]), can do.
+pub trait KvOps {
     /// Reads `key` into `out` (replacing its contents); `false` if absent.
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
     /// Like `get`, for a row the transaction is about to update (stores with locks
@@ -61,6 +60,37 @@ pub trait KvTxn {
         F: FnMut(&[u8], &[u8]) -> Result<bool>;
 }
 
+/// One transaction of a [`KvStore`]. Dropping it without `commit` aborts it.
+pub trait KvTxn: KvOps {
+    /// The transaction lent to several threads (see [`KvTxn::share`]).
+    type Shared<'s>: SharedKv
+    where
+        Self: 's;
+    /// Commits (durably, as far as the store's sync setting says).
+    fn commit(self) -> Result<()>;
+    /// Undoes every change of the transaction.
+    fn abort(self) -> Result<()>;
+    /// Lends the transaction to the threads of a speculative loop: the handle's
+    /// operations take `&self`. Its locks, undo entries and log records stay this
+    /// transaction's.
+    fn share(&mut self) -> Self::Shared<'_>;
+}
+
+/// A transaction whose row operations several threads can call at once (`&self`):
+/// what speculative loop bodies use underneath their tracked view ([`spec`]).
+pub trait SharedKv: Sync {
+    /// [`KvOps::get`].
+    fn get(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// [`KvOps::get_for_update`].
+    fn get_for_update(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// [`KvOps::insert`].
+    fn insert(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    /// [`KvOps::update`].
+    fn update(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    /// [`KvOps::delete`].
+    fn delete(&self, table: Table, key: &[u8]) -> Result<()>;
+}
+
 /// TPC-C over a [`KvStore`].
 pub struct KvEngine<S: KvStore> {
     store: S,
@@ -75,6 +105,8 @@ pub struct KvEngine<S: KvStore> {
 /// Buffers reused by every transaction, so the transaction path does not allocate.
 #[derive(Default)]
 struct Bufs {
+    /// Whether the transactions' loops run as speculative epochs (mode `tls`).
+    tls: bool,
     row: Vec<u8>,
     row2: Vec<u8>,
     out: Vec<u8>,
@@ -90,6 +122,7 @@ impl<S: KvStore> KvEngine<S> {
             store,
             mode,
             bufs: Bufs {
+                tls: mode == Mode::Tls,
                 row: Vec::with_capacity(1024),
                 row2: Vec::with_capacity(1024),
                 out: Vec::with_capacity(1024),

@@ -3,18 +3,21 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::{Bufs, Decision, KvEngine, KvStore, KvTxn, Table};
+use tls_runtime::tls_loop;
+
+use super::spec::{SpecRows, with_spec_rows};
+use super::{Bufs, Decision, KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
 use crate::codec::{self, Corrupt, TextReader, off};
 use crate::engine::api::{Engine, Mode, Summary};
 use crate::schema::{DISTRICTS, Meta, Order};
 use crate::workload::{
-    CustomerSelector, DeliveryInput, DeliveryOutput, NewOrderInput, NewOrderOutput,
+    CustomerSelector, DeliveryInput, DeliveryOutput, NewOrderInput, NewOrderOutput, OrderLineInput,
     OrderStatusInput, OrderStatusOutput, PaymentInput, PaymentOutput, StockLevelInput,
     StockLevelOutput, bad_credit_data, middle_of, new_order_total, new_stock_quantity,
 };
 
 impl Bufs {
-    fn must_get<T: KvTxn>(
+    fn must_get<T: KvOps>(
         &mut self,
         tx: &mut T,
         table: Table,
@@ -28,7 +31,7 @@ impl Bufs {
         }
     }
 
-    fn must_get_for_update<T: KvTxn>(
+    fn must_get_for_update<T: KvOps>(
         &mut self,
         tx: &mut T,
         table: Table,
@@ -43,7 +46,7 @@ impl Bufs {
     }
 
     /// The customer id a selector names, using the last-name index if needed.
-    fn customer_id<T: KvTxn>(
+    fn customer_id<T: KvOps>(
         &mut self,
         tx: &mut T,
         w: u16,
@@ -117,67 +120,104 @@ impl Bufs {
         )?;
         tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
-        let mut sum_amount = 0i64;
-        let mut brand_lines = 0u8;
-        for (n, l) in input.lines().iter().enumerate() {
-            if !tx.get(Table::Item, &codec::item_key(l.i_id), &mut self.row)? {
-                // The unused item id: the spec's 1% of New Orders that roll back.
-                return Ok(Decision::Abort(NewOrderOutput {
-                    o_id,
-                    rolled_back: true,
-                    total: 0,
-                    brand_lines: 0,
-                }));
-            }
-            let i_price = codec::get_i64(&self.row, off::I_PRICE, "item")?;
-            let mut t = TextReader::new(&self.row, off::I_TEXT, "item");
-            let _i_name = t.short()?;
-            let i_original = codec::has_original(t.short()?);
-
-            let sk = codec::stock_key(l.supply_w_id, l.i_id);
-            let (sw, si) = (l.supply_w_id, l.i_id);
-            self.must_get_for_update(tx, Table::Stock, &sk, || format!("stock ({sw}, {si})"))?;
-            let s = &mut self.row;
-            let q = codec::get_i32(s, off::S_QUANTITY, "stock")?;
-            let ytd = codec::get_i32(s, off::S_YTD, "stock")?;
-            let cnt = codec::get_i32(s, off::S_ORDER_CNT, "stock")?;
-            let remote = codec::get_i32(s, off::S_REMOTE_CNT, "stock")?;
-            let dist_at = off::S_DIST + 24 * usize::from(d - 1);
-            let dist_info: [u8; 24] = s
-                .get(dist_at..dist_at + 24)
-                .and_then(|b| b.try_into().ok())
-                .ok_or(Corrupt("stock"))?;
-            let s_original = codec::has_original(TextReader::new(s, off::S_DATA, "stock").short()?);
-            codec::set_i32(s, off::S_QUANTITY, new_stock_quantity(q, l.quantity));
-            codec::set_i32(s, off::S_YTD, ytd + i32::from(l.quantity));
-            codec::set_i32(s, off::S_ORDER_CNT, cnt + 1);
-            codec::set_i32(s, off::S_REMOTE_CNT, remote + i32::from(l.supply_w_id != w));
-            tx.update(Table::Stock, &sk, &self.row)?;
-
-            brand_lines += u8::from(i_original && s_original);
-            let amount = i64::from(l.quantity) * i_price;
-            sum_amount += amount;
-            codec::encode_order_line_parts(
-                l.i_id,
-                l.supply_w_id,
-                None,
-                l.quantity,
-                amount,
-                &dist_info,
-                &mut self.out,
-            );
-            tx.insert(
-                Table::OrderLine,
-                &codec::order_line_key(w, d, o_id, n as u8 + 1),
-                &self.out,
-            )?;
-        }
+        let lines = if self.tls {
+            with_spec_rows(&tx.share(), |rows| new_order_items(rows, input, o_id))?
+        } else {
+            self.new_order_items(tx, input, o_id)?
+        };
+        let Some((sum_amount, brand_lines)) = lines else {
+            // The unused item id: the spec's 1% of New Orders that roll back.
+            return Ok(Decision::Abort(NewOrderOutput {
+                o_id,
+                rolled_back: true,
+                total: 0,
+                brand_lines: 0,
+            }));
+        };
         Ok(Decision::Commit(NewOrderOutput {
             o_id,
             rolled_back: false,
             total: new_order_total(sum_amount, c_discount, w_tax, d_tax),
             brand_lines,
         }))
+    }
+
+    /// New Order's items loop, in order: the sum of the line amounts and the number
+    /// of brand lines, or `None` at the unused item.
+    fn new_order_items<T: KvOps>(
+        &mut self,
+        tx: &mut T,
+        input: &NewOrderInput,
+        o_id: u32,
+    ) -> Result<Option<(i64, u8)>> {
+        let mut sum_amount = 0i64;
+        let mut brand_lines = 0u8;
+        for (n, l) in input.lines().iter().enumerate() {
+            let Some((amount, brand)) = self.new_order_line(tx, input, o_id, n, l)? else {
+                return Ok(None);
+            };
+            sum_amount += amount;
+            brand_lines += brand;
+        }
+        Ok(Some((sum_amount, brand_lines)))
+    }
+
+    /// One order line of New Order (the body of its items loop): reads the item,
+    /// updates its stock, inserts the line. Returns the line's amount and whether it
+    /// is a brand line, or `None` for the unused item id.
+    fn new_order_line<T: KvOps>(
+        &mut self,
+        tx: &mut T,
+        input: &NewOrderInput,
+        o_id: u32,
+        n: usize,
+        l: &OrderLineInput,
+    ) -> Result<Option<(i64, u8)>> {
+        let (w, d) = (input.w_id, input.d_id);
+        if !tx.get(Table::Item, &codec::item_key(l.i_id), &mut self.row)? {
+            return Ok(None);
+        }
+        let i_price = codec::get_i64(&self.row, off::I_PRICE, "item")?;
+        let mut t = TextReader::new(&self.row, off::I_TEXT, "item");
+        let _i_name = t.short()?;
+        let i_original = codec::has_original(t.short()?);
+
+        let sk = codec::stock_key(l.supply_w_id, l.i_id);
+        let (sw, si) = (l.supply_w_id, l.i_id);
+        self.must_get_for_update(tx, Table::Stock, &sk, || format!("stock ({sw}, {si})"))?;
+        let s = &mut self.row;
+        let q = codec::get_i32(s, off::S_QUANTITY, "stock")?;
+        let ytd = codec::get_i32(s, off::S_YTD, "stock")?;
+        let cnt = codec::get_i32(s, off::S_ORDER_CNT, "stock")?;
+        let remote = codec::get_i32(s, off::S_REMOTE_CNT, "stock")?;
+        let dist_at = off::S_DIST + 24 * usize::from(d - 1);
+        let dist_info: [u8; 24] = s
+            .get(dist_at..dist_at + 24)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(Corrupt("stock"))?;
+        let s_original = codec::has_original(TextReader::new(s, off::S_DATA, "stock").short()?);
+        codec::set_i32(s, off::S_QUANTITY, new_stock_quantity(q, l.quantity));
+        codec::set_i32(s, off::S_YTD, ytd + i32::from(l.quantity));
+        codec::set_i32(s, off::S_ORDER_CNT, cnt + 1);
+        codec::set_i32(s, off::S_REMOTE_CNT, remote + i32::from(l.supply_w_id != w));
+        tx.update(Table::Stock, &sk, &self.row)?;
+
+        let amount = i64::from(l.quantity) * i_price;
+        codec::encode_order_line_parts(
+            l.i_id,
+            l.supply_w_id,
+            None,
+            l.quantity,
+            amount,
+            &dist_info,
+            &mut self.out,
+        );
+        tx.insert(
+            Table::OrderLine,
+            &codec::order_line_key(w, d, o_id, n as u8 + 1),
+            &self.out,
+        )?;
+        Ok(Some((amount, u8::from(i_original && s_original))))
     }
 
     fn payment_body<T: KvTxn>(
@@ -379,17 +419,73 @@ impl Bufs {
         )?;
         self.ids.sort_unstable();
         self.ids.dedup();
-        let mut low_stock = 0;
-        for i in 0..self.ids.len() {
-            let item = self.ids[i];
-            if tx.get(Table::Stock, &codec::stock_key(w, item), &mut self.row2)?
-                && codec::get_i32(&self.row2, off::S_QUANTITY, "stock")? < input.threshold
-            {
-                low_stock += 1;
-            }
-        }
+        let low_stock = if self.tls {
+            with_spec_rows(&tx.share(), |rows| low_stock(rows, &self.ids, input))?
+        } else {
+            low_stock_in_order(tx, &self.ids, input, &mut self.row2)?
+        };
         Ok(StockLevelOutput { low_stock })
     }
+}
+
+/// Stock Level's items loop, in order: how many of `items` have less stock than the
+/// threshold.
+fn low_stock_in_order<T: KvOps>(
+    tx: &mut T,
+    items: &[u32],
+    input: &StockLevelInput,
+    row: &mut Vec<u8>,
+) -> Result<u32> {
+    let mut low_stock = 0;
+    for &item in items {
+        if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), row)?
+            && codec::get_i32(row, off::S_QUANTITY, "stock")? < input.threshold
+        {
+            low_stock += 1;
+        }
+    }
+    Ok(low_stock)
+}
+
+/// New Order's items loop run as speculative epochs: the same body as
+/// [`Bufs::new_order_items`], on the tracked rows, with per-epoch buffers.
+#[tls_loop(name = "new_order items")]
+fn new_order_items<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    input: &NewOrderInput,
+    o_id: u32,
+) -> Result<Option<(i64, u8)>> {
+    let mut sum_amount = 0i64;
+    let mut brand_lines = 0u8;
+    for (n, l) in input.lines().iter().enumerate() {
+        let (mut tx, mut b) = (rows, Bufs::default());
+        let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
+            return Ok(None);
+        };
+        sum_amount += amount;
+        brand_lines += brand;
+    }
+    Ok(Some((sum_amount, brand_lines)))
+}
+
+/// Stock Level's items loop run as speculative epochs: the body of
+/// [`low_stock_in_order`] on the tracked rows.
+#[tls_loop(name = "stock_level items")]
+fn low_stock<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    items: &[u32],
+    input: &StockLevelInput,
+) -> Result<u32> {
+    let mut low_stock = 0;
+    for &item in items {
+        let (mut tx, mut row) = (rows, Vec::new());
+        if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
+            && codec::get_i32(&row, off::S_QUANTITY, "stock")? < input.threshold
+        {
+            low_stock += 1;
+        }
+    }
+    Ok(low_stock)
 }
 
 impl<S: KvStore> Engine for KvEngine<S> {

@@ -1,0 +1,198 @@
+//! The rows a speculative loop body sees: the transaction's rows, tracked key by key
+//! by the speculation runtime.
+//!
+//! A loop inside a transaction (New Order's items, Stock Level's items) runs its
+//! iterations as ordered epochs on several threads. Each epoch reads and writes rows
+//! through [`SpecRows`], which keeps every row the loop writes in a [`SpecMap`] keyed by
+//! (table, key), the *overlay*:
+//!
+//! - a read looks in the overlay first (the epoch's own write, else the newest write
+//!   of an earlier epoch, else what a committed epoch wrote) and only then reads the
+//!   store. The overlay lookup is a tracked read even when the row is absent, so an
+//!   earlier epoch that writes the row afterwards violates this one, which re-runs;
+//! - a write goes into the overlay (a tracked write) and is applied to the store when
+//!   the epoch commits, in loop order ([`Accumulator`]). The oldest epoch runs as
+//!   plain code once it writes, so its writes reach the store at once, while later
+//!   epochs still speculate.
+//!
+//! So the store only ever holds committed epochs' writes, and a read that fell
+//! through to the store is checked by the overlay's tracking. Locks are taken by the
+//! store as the sequential transaction takes them (a shared or exclusive lock on
+//! each row read, an exclusive one on each row written), all held to the end of the
+//! transaction, so several transactions at once stay serializable.
+//!
+//! Range scans are not tracked (a scan would have to see the overlay's rows in its
+//! range, and be violated by an insert into it): inside a loop they are refused with
+//! an error, never answered from the store alone.
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, bail};
+use tls_runtime::{Accumulator, SpecMap};
+
+use super::{KvOps, SharedKv, Table};
+
+/// The longest key the overlay holds (the longest TPC-C key is 39 bytes).
+const MAX_KEY: usize = 48;
+
+/// A row's identity in the overlay.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RowKey {
+    table: Table,
+    len: u8,
+    bytes: [u8; MAX_KEY],
+}
+
+impl RowKey {
+    fn new(table: Table, key: &[u8]) -> Result<RowKey> {
+        let mut bytes = [0; MAX_KEY];
+        bytes
+            .get_mut(..key.len())
+            .ok_or_else(|| {
+                anyhow!(
+                    "a {}-byte key in {} is longer than a speculative loop tracks ({MAX_KEY})",
+                    key.len(),
+                    table.name()
+                )
+            })?
+            .copy_from_slice(key);
+        Ok(RowKey {
+            table,
+            len: key.len() as u8,
+            bytes,
+        })
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A row as the overlay holds it: its value, or `None` once deleted.
+type Row = Option<Arc<[u8]>>;
+
+/// What a write does to the store when its epoch commits.
+#[derive(Clone, Copy)]
+enum WriteKind {
+    Insert,
+    Update,
+    Delete,
+}
+
+/// Applies committed epochs' writes to the store; keeps the first failure, after which
+/// the transaction is aborted.
+pub struct Applier<'r, S> {
+    tx: &'r S,
+    failed: Option<anyhow::Error>,
+}
+
+impl<S: SharedKv> Applier<'_, S> {
+    fn apply(&mut self, kind: WriteKind, key: RowKey, value: Row) {
+        if self.failed.is_some() {
+            return;
+        }
+        let (t, k) = (key.table, key.key());
+        let done = match (kind, value) {
+            (WriteKind::Insert, Some(v)) => self.tx.insert(t, k, &v),
+            (WriteKind::Update, Some(v)) => self.tx.update(t, k, &v),
+            (WriteKind::Delete, None) => self.tx.delete(t, k),
+            _ => Err(anyhow!("a speculative write lost its value")),
+        };
+        if let Err(e) = done {
+            self.failed = Some(e);
+        }
+    }
+}
+
+/// The transaction's rows as speculative loop bodies see them (see the module docs).
+/// `&SpecRows` is a [`KvOps`], so a loop body takes it where the sequential code takes
+/// the transaction.
+pub struct SpecRows<'a, 'r, S> {
+    tx: &'r S,
+    overlay: SpecMap<RowKey, Row>,
+    sink: &'a Accumulator<'a, Applier<'r, S>>,
+}
+
+/// Runs `f` (which runs speculative loops over the rows) with a fresh overlay over
+/// `tx`. Every write of a committed epoch has been applied to `tx` when it returns; the
+/// first write that failed is the error, else `f`'s result.
+pub fn with_spec_rows<'r, S: SharedKv, R>(
+    tx: &'r S,
+    f: impl for<'a> FnOnce(&SpecRows<'a, 'r, S>) -> Result<R>,
+) -> Result<R> {
+    let mut applier = Applier { tx, failed: None };
+    let result = {
+        // SAFETY: the accumulator lives in this block and every loop that records into
+        // it runs inside `f`, so it outlives them (`Accumulator::new`'s contract).
+        let sink = unsafe { Accumulator::new(&mut applier) };
+        let rows = SpecRows {
+            tx,
+            overlay: SpecMap::new(),
+            sink: &sink,
+        };
+        f(&rows)
+    };
+    match applier.failed {
+        Some(e) => Err(e.context("applying a speculative epoch's writes at its commit")),
+        None => result,
+    }
+}
+
+impl<S: SharedKv> SpecRows<'_, '_, S> {
+    fn read(&self, table: Table, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool> {
+        let k = RowKey::new(table, key)?;
+        let seen = self.overlay.with(&k, |row| {
+            let row = row?;
+            if let Some(v) = row {
+                out.clear();
+                out.extend_from_slice(v);
+            }
+            Some(row.is_some())
+        });
+        match seen {
+            Some(found) => Ok(found),
+            None if for_update => self.tx.get_for_update(table, key, out),
+            None => self.tx.get(table, key, out),
+        }
+    }
+
+    fn write(&self, kind: WriteKind, table: Table, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let k = RowKey::new(table, key)?;
+        let row: Row = value.map(Arc::from);
+        self.overlay.insert(k, row.clone());
+        self.sink.record(move |a| a.apply(kind, k, row));
+        Ok(())
+    }
+}
+
+impl<S: SharedKv> KvOps for &SpecRows<'_, '_, S> {
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.read(table, key, out, false)
+    }
+
+    fn get_for_update(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.read(table, key, out, true)
+    }
+
+    fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(WriteKind::Insert, table, key, Some(value))
+    }
+
+    fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(WriteKind::Update, table, key, Some(value))
+    }
+
+    fn delete(&mut self, table: Table, key: &[u8]) -> Result<()> {
+        self.write(WriteKind::Delete, table, key, None)
+    }
+
+    fn scan<F>(&mut self, table: Table, _from: &[u8], _to: Option<&[u8]>, _f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>,
+    {
+        bail!(
+            "a range scan of {} inside a speculative loop is not tracked; scan before the loop",
+            table.name()
+        )
+    }
+}
