@@ -492,10 +492,17 @@ impl EpochCx {
             return;
         }
         if !self.homefree.get() {
+            crate::inject::maybe_violate(self);
             self.refresh();
         } else if self.ring().slot(self.index).pending(Ordering::Relaxed) != NOT_VIOLATED {
             self.raise(RollbackSignal);
         }
+    }
+
+    /// Violates this epoch at its current segment, as a write by an earlier epoch
+    /// would (violation injection, `inject.rs`).
+    pub(crate) fn violate_self(&self, cause: Cause) {
+        self.ring().violate(self.tag, self.segment.get(), cause);
     }
 
     /// Unwinds to the epoch runner with `signal`.

@@ -67,6 +67,8 @@
 //!   `TLS_TRACE` timeline at exit (`json.rs` quotes their strings); `profile/` is
 //!   `TLS_MODE=profile` and its speedup model. `rules.rs` holds the scheduling rules
 //!   the model mirrors (window per thread, chunking, the "a quarter" rollback rule).
+//! - `inject.rs` violates speculative epochs on purpose ([`inject_violations`]), so
+//!   tests can check a loop body against conflicts that real runs make rare.
 //! - `config.rs` reads the environment, `control.rs` has [`Control`] and [`Step`],
 //!   `sync.rs` the primitives the protocol is written against (loom's under
 //!   `--cfg loom`; see `loom_tests.rs`).
@@ -140,6 +142,7 @@ mod control;
 mod deferred;
 mod epoch;
 mod escape;
+mod inject;
 mod json;
 mod live_loops;
 mod loop_builder;
@@ -165,6 +168,7 @@ pub use config::{Mode, default_threads, mode};
 pub use control::{Control, LoopOutcome, Step};
 pub use deferred::{Accumulator, on_commit};
 pub use escape::{EscapeLock, escape, escape_checked, is_speculative, on_violation};
+pub use inject::inject_violations;
 pub use loop_builder::Loop;
 pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};
 pub use profile::PREDICTED_CORES;

@@ -526,6 +526,14 @@ impl BufferPool {
     }
 
     /// Whether page `id` is resident (for tests of the replacement policy).
+    /// Frames pinned right now (for tests: none once every caller let go).
+    pub(crate) fn pinned_frames(&self) -> usize {
+        self.frames
+            .iter()
+            .filter(|f| f.pins.load(Ordering::Acquire) & !EVICTING != 0)
+            .count()
+    }
+
     pub(crate) fn is_resident(&self, id: PageId) -> bool {
         self.table.get(id).is_some()
     }

@@ -342,6 +342,14 @@ impl Database {
         }
     }
 
+    /// Buffer frames pinned and record or table locks held right now, by
+    /// anyone: both are 0 whenever no transaction or cursor is open (for
+    /// tests that check nothing leaks).
+    #[doc(hidden)]
+    pub fn pins_and_locks(&self) -> (usize, usize) {
+        (self.store.pool.pinned_frames(), self.locks.entries())
+    }
+
     /// Makes dropping this database behave like a process crash: no
     /// checkpoint, and log records still in memory are lost (for tests of
     /// recovery within one process).

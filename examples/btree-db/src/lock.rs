@@ -236,6 +236,14 @@ impl LockManager {
     }
 
     /// Undoes one acquisition of `name`; frees the lock when none remain.
+    /// Locks held or waited for right now, by any transaction (for tests).
+    pub(crate) fn entries(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.table.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
     pub(crate) fn release_one(&self, txn: u64, locks: &mut TxnLocks, name: u64) {
         let Some((_, count)) = locks.held.get_mut(&name) else {
             return;

@@ -3,25 +3,59 @@
 //!
 //! A loop body that runs as parallel epochs reads and writes rows of the same
 //! transaction from several threads. [`Txn`] takes `&mut self` because its
-//! bookkeeping (locks held, undo entries, the log chain) is one sequence;
-//! [`SharedTxn`] borrows it and hands out `&self` operations. The bookkeeping
-//! stays one sequence behind a mutex, held only for it: a read takes the record
-//! lock under the mutex and then walks the tree without it, so reads on
-//! different threads overlap. A write runs under the mutex from start to end,
-//! since its log record and undo entry must follow the transaction's previous
-//! ones; a speculative caller applies writes one at a time in commit order
-//! anyway.
+//! bookkeeping is one sequence; [`SharedTxn`] borrows it and hands out `&self`
+//! operations, with the bookkeeping split by who needs it:
+//!
+//! - the lock set (the locks held, with their acquisition counts) and the
+//!   tables opened move into the handle, behind their own mutex, held only to
+//!   count an acquisition: every read and write takes it briefly;
+//! - the rest of the transaction (the log chain, undo entries, leaf hints) stays
+//!   in the `Txn`, behind a second mutex that only writes take, for the length of
+//!   the change: a write's log record and undo entry must follow the
+//!   transaction's previous ones.
+//!
+//! So a read never waits for another thread's write in progress: it counts its
+//! lock and walks the tree with no mutex held (the lock is held to the
+//! transaction's end). Both mutexes are tried in a spin first: their holders
+//! are the loop's other threads, in for microseconds, and a thread put to sleep
+//! takes tens of microseconds to wake on a small machine.
+//!
+//! Dropping the handle gives the locks and tables back to the transaction, which
+//! then commits or aborts as usual.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
+use crate::btree::{Modify, Outcome};
 use crate::catalog::TableId;
-use crate::error::Result;
-use crate::lock::LockMode;
+use crate::db::Database;
+use crate::error::{Error, PageId, Result};
+use crate::lock::{LockMode, TxnLocks, lock_name};
 use crate::txn::Txn;
+
+/// How many times a thread tries a mutex before it sleeps on it (tens of
+/// microseconds of spinning).
+const SPINS: u32 = 4096;
+
+/// Trees whose last leaf the handle remembers for reads.
+const HINTS: usize = 8;
+
+/// The locks and tables of a lent transaction.
+struct Lent {
+    locks: TxnLocks,
+    tables: Vec<PageId>,
+}
 
 /// A transaction lent to several threads (see [`Txn::share`]).
 pub struct SharedTxn<'t, 'db> {
+    db: &'db Database,
+    id: u64,
     txn: Mutex<&'t mut Txn<'db>>,
+    lent: Mutex<Lent>,
+    /// Per tree (root, last leaf read): a guess that saves descents on
+    /// ascending reads; any thread may overwrite it, a wrong one costs a
+    /// descent.
+    hints: [(AtomicU32, AtomicU32); HINTS],
 }
 
 impl<'db> Txn<'db> {
@@ -30,17 +64,66 @@ impl<'db> Txn<'db> {
     /// belong to this one transaction, which commits or aborts as usual once
     /// the handle is dropped.
     pub fn share(&mut self) -> SharedTxn<'_, 'db> {
+        let (locks, tables) = self.lend_locks();
         SharedTxn {
+            db: self.database(),
+            id: self.id(),
             txn: Mutex::new(self),
+            lent: Mutex::new(Lent { locks, tables }),
+            hints: Default::default(),
         }
     }
 }
 
-impl<'t, 'db> SharedTxn<'t, 'db> {
-    fn txn(&self) -> MutexGuard<'_, &'t mut Txn<'db>> {
-        // A panic inside a call leaves the transaction as a failed call on one
-        // thread would: the caller aborts it.
-        self.txn.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks `m`, spinning first (see the module docs). A panic inside a call
+/// leaves the transaction as a failed call on one thread would: the caller
+/// aborts it.
+fn spin_lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    for _ in 0..SPINS {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SharedTxn<'_, '_> {
+    /// Checks the key, opens the table and takes the record lock on `key`;
+    /// returns the table's root.
+    fn lock(
+        &self,
+        table: TableId,
+        key: &[u8],
+        value: Option<&[u8]>,
+        mode: LockMode,
+    ) -> Result<PageId> {
+        Txn::check_sizes_in(self.db, key, value)?;
+        let mut lent = spin_lock(&self.lent);
+        let Lent { locks, tables } = &mut *lent;
+        let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
+        Txn::lock_in(self.db, self.id, locks, lock_name(root, key), mode)?;
+        Ok(root)
+    }
+
+    fn hint(&self, root: PageId) -> Option<&AtomicU32> {
+        for (r, leaf) in &self.hints {
+            match r.load(Ordering::Relaxed) {
+                0 => {
+                    // Claim a free entry; if another thread took it meanwhile,
+                    // read what it holds.
+                    return match r.compare_exchange(0, root, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => Some(leaf),
+                        Err(other) if other == root => Some(leaf),
+                        Err(_) => continue,
+                    };
+                }
+                r if r == root => return Some(leaf),
+                _ => {}
+            }
+        }
+        None
     }
 
     /// Reads `key` into `out` (cleared first) under a shared record lock;
@@ -55,44 +138,78 @@ impl<'t, 'db> SharedTxn<'t, 'db> {
     }
 
     fn read(&self, table: TableId, key: &[u8], out: &mut Vec<u8>, mode: LockMode) -> Result<bool> {
-        let (db, root) = {
-            let mut t = self.txn();
-            let root = t.lock_for_read(table, key, mode)?;
-            (t.database(), root)
-        };
-        // The lock is held to the transaction's end, so the walk needs no mutex.
+        let root = self.lock(table, key, None, mode)?;
         out.clear();
-        db.store.get(root, key, out, &mut 0)
+        let hint = self.hint(root);
+        let mut leaf = hint.map_or(0, |h| h.load(Ordering::Relaxed));
+        let found = self.db.store.get(root, key, out, &mut leaf)?;
+        if let Some(h) = hint {
+            h.store(leaf, Ordering::Relaxed);
+        }
+        Ok(found)
+    }
+
+    fn write(&self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+        let value = match m {
+            Modify::Insert(v) | Modify::Update(v) | Modify::Put(v) => Some(v),
+            Modify::Delete => None,
+        };
+        let root = self.lock(table, key, value, LockMode::Exclusive)?;
+        spin_lock(&self.txn).modify_locked(root, key, m)
     }
 
     /// Inserts a new key; `DuplicateKey` if present.
     pub fn insert(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.txn().insert(table, key, value)
+        match self.write(table, key, Modify::Insert(value))? {
+            Outcome::Duplicate => Err(Error::DuplicateKey),
+            _ => Ok(()),
+        }
     }
 
     /// Replaces the value of an existing key; `NotFound` if absent.
     pub fn update(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.txn().update(table, key, value)
+        match self.write(table, key, Modify::Update(value))? {
+            Outcome::Missing => Err(Error::NotFound),
+            _ => Ok(()),
+        }
     }
 
     /// Inserts or replaces.
     pub fn put(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.txn().put(table, key, value)
+        self.write(table, key, Modify::Put(value)).map(|_| ())
     }
 
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&self, table: TableId, key: &[u8]) -> Result<bool> {
-        self.txn().delete(table, key)
+        Ok(self.write(table, key, Modify::Delete)? == Outcome::Done)
     }
 
     /// Undoes one acquisition of the record lock on `(table, key)` (the undo
-    /// of a speculative read's lock).
+    /// of a speculative read's lock); the lock is released when no
+    /// acquisition remains.
     pub fn unlock_once(&self, table: TableId, key: &[u8]) {
-        self.txn().unlock_once(table, key)
+        let mut lent = spin_lock(&self.lent);
+        self.db
+            .locks
+            .release_one(self.id, &mut lent.locks, lock_name(table.0, key));
     }
 
     /// Number of distinct locks the transaction holds.
     pub fn locks_held(&self) -> usize {
-        self.txn().locks_held()
+        spin_lock(&self.lent).locks.len()
+    }
+}
+
+impl Drop for SharedTxn<'_, '_> {
+    fn drop(&mut self) {
+        let lent = self.lent.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (locks, tables) = (
+            std::mem::take(&mut lent.locks),
+            std::mem::take(&mut lent.tables),
+        );
+        self.txn
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .return_locks(locks, tables);
     }
 }

@@ -12,7 +12,7 @@ use crate::btree::{CursorState, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
 use crate::db::Database;
 use crate::error::{Error, PageId, Result};
-use crate::lock::{LockMode, lock_name, table_lock_name};
+use crate::lock::{LockMode, TxnLocks, lock_name, table_lock_name};
 use crate::options::SyncMode;
 use crate::scratch::{TxnScratch, UndoEntry};
 use crate::stripes::stripe;
@@ -67,6 +67,11 @@ impl<'db> Txn<'db> {
         }
     }
 
+    /// The database this transaction runs on.
+    pub(crate) fn database(&self) -> &'db Database {
+        self.db
+    }
+
     /// This transaction's id.
     pub fn id(&self) -> u64 {
         self.id
@@ -74,12 +79,21 @@ impl<'db> Txn<'db> {
 
     /// Lock acquire seam: one counted acquisition.
     pub(crate) fn lock_raw(&mut self, name: u64, mode: LockMode) -> Result<bool> {
-        let r = self
-            .db
-            .locks
-            .acquire(self.id, &mut self.s.locks, name, mode);
+        Self::lock_in(self.db, self.id, &mut self.s.locks, name, mode)
+    }
+
+    /// One counted acquisition for transaction `id` into `locks` (its own set, or
+    /// the set a [`crate::SharedTxn`] holds while the transaction is lent).
+    pub(crate) fn lock_in(
+        db: &Database,
+        id: u64,
+        locks: &mut TxnLocks,
+        name: u64,
+        mode: LockMode,
+    ) -> Result<bool> {
+        let r = db.locks.acquire(id, locks, name, mode);
         if matches!(r, Err(Error::Deadlock)) {
-            self.db.deadlocks.add(1);
+            db.deadlocks.add(1);
         }
         r
     }
@@ -102,21 +116,64 @@ impl<'db> Txn<'db> {
 
     /// Checks the table and takes its shared table lock once.
     fn open_table(&mut self, table: TableId) -> Result<PageId> {
+        Self::open_table_in(
+            self.db,
+            self.id,
+            &mut self.s.tables,
+            &mut self.s.locks,
+            table,
+        )
+    }
+
+    /// [`Txn::open_table`] over explicit parts: the tables opened so far and the
+    /// lock set (a lent transaction keeps both outside the `Txn`).
+    pub(crate) fn open_table_in(
+        db: &Database,
+        id: u64,
+        tables: &mut Vec<PageId>,
+        locks: &mut TxnLocks,
+        table: TableId,
+    ) -> Result<PageId> {
         let root = table.0;
         // Holding the shared table lock means the table cannot be dropped:
         // no catalog lookup (a shared cache line) on every operation.
-        if !self.s.tables.contains(&root) {
-            self.db.root_of(table)?;
-            self.lock_raw(table_lock_name(root, stripe()), LockMode::Shared)?;
-            self.s.tables.push(root);
+        if !tables.contains(&root) {
+            db.root_of(table)?;
+            Self::lock_in(
+                db,
+                id,
+                locks,
+                table_lock_name(root, stripe()),
+                LockMode::Shared,
+            )?;
+            tables.push(root);
             // The table may have been dropped while we waited.
-            self.db.root_of(table)?;
+            db.root_of(table)?;
         }
         Ok(root)
     }
 
-    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let l = self.db.limits();
+    /// Lends the lock set and the opened tables to a [`crate::SharedTxn`].
+    pub(crate) fn lend_locks(&mut self) -> (TxnLocks, Vec<PageId>) {
+        (
+            std::mem::take(&mut self.s.locks),
+            std::mem::take(&mut self.s.tables),
+        )
+    }
+
+    /// Takes back what [`Txn::lend_locks`] lent.
+    pub(crate) fn return_locks(&mut self, locks: TxnLocks, tables: Vec<PageId>) {
+        self.s.locks = locks;
+        self.s.tables = tables;
+    }
+
+    pub(crate) fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        Self::check_sizes_in(self.db, key, value)
+    }
+
+    /// Checks a key's and an entry's size against `db`'s limits.
+    pub(crate) fn check_sizes_in(db: &Database, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let l = db.limits();
         if key.len() > l.max_key {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
@@ -141,6 +198,16 @@ impl<'db> Txn<'db> {
         m: Modify<'_>,
     ) -> Result<Outcome> {
         self.lock_raw(lock_name(root, key), LockMode::Exclusive)?;
+        self.modify_locked(root, key, m)
+    }
+
+    /// [`Txn::modify_raw`] once the exclusive record lock is held.
+    pub(crate) fn modify_locked(
+        &mut self,
+        root: PageId,
+        key: &[u8],
+        m: Modify<'_>,
+    ) -> Result<Outcome> {
         if self.wrote.is_none() {
             self.wrote = Some(self.db.register_writer(self.id));
         }
@@ -213,25 +280,6 @@ impl<'db> Txn<'db> {
         self.read(table, key, out, LockMode::Exclusive)
     }
 
-    /// Checks a read's key and takes its table and record locks; returns the
-    /// table's root.
-    pub(crate) fn lock_for_read(
-        &mut self,
-        table: TableId,
-        key: &[u8],
-        mode: LockMode,
-    ) -> Result<PageId> {
-        self.check_sizes(key, None)?;
-        let root = self.open_table(table)?;
-        self.lock_raw(lock_name(root, key), mode)?;
-        Ok(root)
-    }
-
-    /// The database this transaction runs on.
-    pub(crate) fn database(&self) -> &'db Database {
-        self.db
-    }
-
     fn read(
         &mut self,
         table: TableId,
@@ -239,7 +287,9 @@ impl<'db> Txn<'db> {
         out: &mut Vec<u8>,
         mode: LockMode,
     ) -> Result<bool> {
-        let root = self.lock_for_read(table, key, mode)?;
+        self.check_sizes(key, None)?;
+        let root = self.open_table(table)?;
+        self.lock_raw(lock_name(root, key), mode)?;
         out.clear();
         let h = self.hint(root);
         self.db.store.get(root, key, out, &mut self.s.hints[h].1)

@@ -440,12 +440,7 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
     }
     let _ = writeln!(s);
     if results.len() > 1 {
-        let same_out = results
-            .iter()
-            .all(|r| r.report.digest == first.report.digest);
-        let same_db = results
-            .iter()
-            .all(|r| r.summary_digest == first.summary_digest);
+        let (same_out, same_db) = agreement(results);
         let _ = writeln!(
             s,
             "same answers on every mode: {}; same final database totals: {}",
@@ -463,7 +458,9 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
 
 /// The comparison as JSON: an object keyed by transaction type, each with
 /// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
-/// type's transactions per second of the time spent in them).
+/// type's transactions per second of the time spent in them), and the booleans
+/// `same_answers` and `same_totals` (every mode answered alike, and ended with the
+/// same database totals).
 pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
     let mut root = serde_json::Map::new();
     for kind in TxnKind::ALL {
@@ -487,7 +484,25 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
         }
         root.insert(kind.name().to_string(), o.into());
     }
+    let (same_answers, same_totals) = agreement(results);
+    root.insert("same_answers".into(), same_answers.into());
+    root.insert("same_totals".into(), same_totals.into());
     root.into()
+}
+
+/// Whether every mode gave the same answers, and ended with the same database totals.
+fn agreement(results: &[CompareResult]) -> (bool, bool) {
+    let Some(first) = results.first() else {
+        return (true, true);
+    };
+    (
+        results
+            .iter()
+            .all(|r| r.report.digest == first.report.digest),
+        results
+            .iter()
+            .all(|r| r.summary_digest == first.summary_digest),
+    )
 }
 
 fn round1(v: f64) -> f64 {

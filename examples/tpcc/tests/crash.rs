@@ -50,7 +50,16 @@ fn kill_and_check(mode: &str, dir: &Path, rounds: usize) {
     let mut total_acked = 0;
     for round in 0..rounds {
         let mut child = tpcc()
-            .args(["run", "--sync", "full", "--duration", "60", "--seed"])
+            .args([
+                "run",
+                "--mode",
+                mode,
+                "--sync",
+                "full",
+                "--duration",
+                "60",
+                "--seed",
+            ])
             .arg(round.to_string())
             .arg("--db")
             .arg(&db)
@@ -132,4 +141,10 @@ fn kill_during_sync_full_run_sequential() {
 fn kill_during_sync_full_run_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     kill_and_check("sqlite", dir.path(), iterations(2));
+}
+
+#[test]
+fn kill_during_sync_full_run_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    kill_and_check("tls", dir.path(), iterations(3));
 }

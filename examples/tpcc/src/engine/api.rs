@@ -26,7 +26,7 @@ pub enum Mode {
     Sequential,
     /// SQLite through rusqlite: WAL, prepared statements.
     Sqlite,
-    /// Our database with thread-level speculation inside transactions (not built yet).
+    /// Our database with the transactions' loops run as speculative epochs.
     Tls,
 }
 

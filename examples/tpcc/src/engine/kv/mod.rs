@@ -103,10 +103,11 @@ pub struct KvEngine<S: KvStore> {
 }
 
 /// Buffers reused by every transaction, so the transaction path does not allocate.
-#[derive(Default)]
 struct Bufs {
     /// Whether the transactions' loops run as speculative epochs (mode `tls`).
     tls: bool,
+    /// Threads per speculative loop; `None`: the runtime's default (`TLS_THREADS`).
+    threads: Option<usize>,
     row: Vec<u8>,
     row2: Vec<u8>,
     out: Vec<u8>,
@@ -115,24 +116,51 @@ struct Bufs {
     c_data: String,
 }
 
+impl Bufs {
+    /// Buffers sized for any TPC-C row, so filling them never grows them.
+    fn new(tls: bool) -> Bufs {
+        Bufs {
+            tls,
+            threads: None,
+            row: Vec::with_capacity(1024),
+            row2: Vec::with_capacity(1024),
+            out: Vec::with_capacity(1024),
+            ids: Vec::with_capacity(64),
+            text: String::with_capacity(64),
+            c_data: String::with_capacity(512),
+        }
+    }
+}
+
 impl<S: KvStore> KvEngine<S> {
     /// Wraps an opened store; `mode` is what the engine reports itself as.
     pub fn new(store: S, mode: Mode) -> Self {
         Self {
             store,
             mode,
-            bufs: Bufs {
-                tls: mode == Mode::Tls,
-                row: Vec::with_capacity(1024),
-                row2: Vec::with_capacity(1024),
-                out: Vec::with_capacity(1024),
-                ids: Vec::with_capacity(64),
-                text: String::with_capacity(64),
-                c_data: String::with_capacity(512),
-            },
+            bufs: Bufs::new(mode == Mode::Tls),
             load_bytes: Vec::new(),
             load_rows: Vec::new(),
         }
+    }
+
+    /// Switches between running the transactions' loops in order (`Sequential`) and as
+    /// speculative epochs (`Tls`) on the same store, so that a benchmark can alternate
+    /// the two on one database. Other modes are refused.
+    pub fn set_mode(&mut self, mode: Mode) -> anyhow::Result<()> {
+        if !matches!(mode, Mode::Sequential | Mode::Tls) {
+            anyhow::bail!("a key/value engine runs in mode sequential or tls, not {mode}");
+        }
+        self.mode = mode;
+        self.bufs.tls = mode == Mode::Tls;
+        Ok(())
+    }
+
+    /// Sets the threads each speculative loop runs on (`None`: `TLS_THREADS`, else
+    /// all cores), whatever the environment says: for tests that compare thread
+    /// counts in one process.
+    pub fn set_threads(&mut self, threads: Option<usize>) {
+        self.bufs.threads = threads;
     }
 
     /// The store underneath.

@@ -25,6 +25,7 @@
 //! range, and be violated by an insert into it): inside a loop they are refused with
 //! an error, never answered from the store alone.
 
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
@@ -36,7 +37,7 @@ use super::{KvOps, SharedKv, Table};
 const MAX_KEY: usize = 48;
 
 /// A row's identity in the overlay.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RowKey {
     table: Table,
     len: u8,
@@ -65,6 +66,22 @@ impl RowKey {
 
     fn key(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl Hash for RowKey {
+    /// Folds the used key bytes into one word first: the map's hasher then digests 8
+    /// bytes, not the whole 48-byte buffer (a tracked access is meant to cost little
+    /// next to the B-tree operation it stands for).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let mut h = (self.table as u64) << 56 | u64::from(self.len);
+        for chunk in self.key().chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            h ^= h >> 29;
+        }
+        state.write_u64(h);
     }
 }
 
@@ -109,6 +126,10 @@ impl<S: SharedKv> Applier<'_, S> {
 /// the transaction.
 pub struct SpecRows<'a, 'r, S> {
     tx: &'r S,
+    /// The tables the loop may write: only their rows go through the overlay.
+    writes: &'a [Table],
+    /// Threads per loop.
+    threads: usize,
     overlay: SpecMap<RowKey, Row>,
     sink: &'a Accumulator<'a, Applier<'r, S>>,
 }
@@ -116,8 +137,16 @@ pub struct SpecRows<'a, 'r, S> {
 /// Runs `f` (which runs speculative loops over the rows) with a fresh overlay over
 /// `tx`. Every write of a committed epoch has been applied to `tx` when it returns; the
 /// first write that failed is the error, else `f`'s result.
+///
+/// `writes` names the tables the loop writes. Rows of other tables cannot change while
+/// the loop runs (other transactions are kept out by the locks), so reading them needs
+/// no tracking and goes straight to the store; a write to one of them is an error,
+/// never an untracked change. `threads` is the loops' thread count (`None`: the
+/// runtime's default).
 pub fn with_spec_rows<'r, S: SharedKv, R>(
     tx: &'r S,
+    writes: &[Table],
+    threads: Option<usize>,
     f: impl for<'a> FnOnce(&SpecRows<'a, 'r, S>) -> Result<R>,
 ) -> Result<R> {
     let mut applier = Applier { tx, failed: None };
@@ -127,6 +156,8 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
         let sink = unsafe { Accumulator::new(&mut applier) };
         let rows = SpecRows {
             tx,
+            writes,
+            threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
             sink: &sink,
         };
@@ -139,7 +170,19 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
 }
 
 impl<S: SharedKv> SpecRows<'_, '_, S> {
+    /// The threads each loop over these rows runs on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn tracks(&self, table: Table) -> bool {
+        self.writes.contains(&table)
+    }
+
     fn read(&self, table: Table, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool> {
+        if !self.tracks(table) {
+            return self.store_read(table, key, out, for_update);
+        }
         let k = RowKey::new(table, key)?;
         let seen = self.overlay.with(&k, |row| {
             let row = row?;
@@ -151,12 +194,32 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         });
         match seen {
             Some(found) => Ok(found),
-            None if for_update => self.tx.get_for_update(table, key, out),
-            None => self.tx.get(table, key, out),
+            None => self.store_read(table, key, out, for_update),
+        }
+    }
+
+    fn store_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        for_update: bool,
+    ) -> Result<bool> {
+        if for_update {
+            self.tx.get_for_update(table, key, out)
+        } else {
+            self.tx.get(table, key, out)
         }
     }
 
     fn write(&self, kind: WriteKind, table: Table, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if !self.tracks(table) {
+            bail!(
+                "a speculative loop wrote {}, which is not among the tables it declared it \
+                 writes; add it to the loop's `with_spec_rows` tables",
+                table.name()
+            );
+        }
         let k = RowKey::new(table, key)?;
         let row: Row = value.map(Arc::from);
         self.overlay.insert(k, row.clone());

@@ -121,7 +121,12 @@ impl Bufs {
         tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
         let lines = if self.tls {
-            with_spec_rows(&tx.share(), |rows| new_order_items(rows, input, o_id))?
+            with_spec_rows(
+                &tx.share(),
+                &[Table::Stock, Table::OrderLine],
+                self.threads,
+                |rows| new_order_items(rows, input, o_id),
+            )?
         } else {
             self.new_order_items(tx, input, o_id)?
         };
@@ -420,7 +425,9 @@ impl Bufs {
         self.ids.sort_unstable();
         self.ids.dedup();
         let low_stock = if self.tls {
-            with_spec_rows(&tx.share(), |rows| low_stock(rows, &self.ids, input))?
+            with_spec_rows(&tx.share(), &[], self.threads, |rows| {
+                low_stock(rows, &self.ids, input)
+            })?
         } else {
             low_stock_in_order(tx, &self.ids, input, &mut self.row2)?
         };
@@ -449,7 +456,7 @@ fn low_stock_in_order<T: KvOps>(
 
 /// New Order's items loop run as speculative epochs: the same body as
 /// [`Bufs::new_order_items`], on the tracked rows, with per-epoch buffers.
-#[tls_loop(name = "new_order items")]
+#[tls_loop(name = "new_order items", threads = rows.threads())]
 fn new_order_items<S: SharedKv>(
     rows: &SpecRows<'_, '_, S>,
     input: &NewOrderInput,
@@ -458,7 +465,7 @@ fn new_order_items<S: SharedKv>(
     let mut sum_amount = 0i64;
     let mut brand_lines = 0u8;
     for (n, l) in input.lines().iter().enumerate() {
-        let (mut tx, mut b) = (rows, Bufs::default());
+        let (mut tx, mut b) = (rows, Bufs::new(true));
         let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
             return Ok(None);
         };
@@ -470,7 +477,7 @@ fn new_order_items<S: SharedKv>(
 
 /// Stock Level's items loop run as speculative epochs: the body of
 /// [`low_stock_in_order`] on the tracked rows.
-#[tls_loop(name = "stock_level items")]
+#[tls_loop(name = "stock_level items", threads = rows.threads())]
 fn low_stock<S: SharedKv>(
     rows: &SpecRows<'_, '_, S>,
     items: &[u32],
@@ -478,7 +485,7 @@ fn low_stock<S: SharedKv>(
 ) -> Result<u32> {
     let mut low_stock = 0;
     for &item in items {
-        let (mut tx, mut row) = (rows, Vec::new());
+        let (mut tx, mut row) = (rows, Vec::with_capacity(512));
         if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
             && codec::get_i32(&row, off::S_QUANTITY, "stock")? < input.threshold
         {
