@@ -14,6 +14,10 @@
 
 use std::time::Instant;
 
+/// The allocator the `tpcc` binary uses (see `src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Result;
 use tpcc::driver::{Limit, RunOptions, RunReport, load, run};
 use tpcc::engine::{Mode, Sync, sequential};

@@ -12,6 +12,14 @@ use tpcc::driver::{self, AckLog, Limit, RunOptions};
 use tpcc::engine::{self, Mode, Sync};
 use tpcc::schema::Scale;
 
+/// mimalloc rather than the system allocator, for every engine alike: with several
+/// threads, glibc's allocator makes a thread that frees memory another thread
+/// allocated (rows and commit actions a speculative epoch made, freed by the thread
+/// that commits it) contend for that thread's arena, and it is slower on one thread
+/// too. SQLite keeps its own allocator either way.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// TPC-C on our B-tree database and on SQLite.
 #[derive(Parser, Debug)]
 #[command(name = "tpcc", version, about)]
