@@ -22,6 +22,9 @@ pub struct Loop {
     pub(crate) chunk: Option<usize>,
     pub(crate) location: &'static Location<'static>,
     pub(crate) site: Option<&'static LoopSite>,
+    /// The runtime's own loop (calibration): its report stays on this thread for
+    /// the caller that ran it and never reaches `TLS_REPORT` or `TLS_TRACE`.
+    pub(crate) internal: bool,
 }
 
 impl Default for Loop {
@@ -41,6 +44,7 @@ impl Loop {
             chunk: None,
             location: Location::caller(),
             site: None,
+            internal: false,
         }
     }
 

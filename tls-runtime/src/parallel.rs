@@ -7,6 +7,7 @@ use crate::control::{Control, LoopOutcome, Step};
 use crate::loop_builder::Loop;
 use crate::report::RunMode;
 use crate::scheduler::{self, LoopEnding};
+use crate::report::keep_last;
 use crate::sink::{self, set_last};
 use crate::{panic_hook, trace, workers};
 use std::panic::resume_unwind;
@@ -33,14 +34,19 @@ impl Loop {
         let name = self.display_name();
         let site = self.site.unwrap_or_else(|| site_for(self.location, &name));
         let t0 = Instant::now();
-        let trace = trace::enabled().then(|| {
+        let trace = (trace::enabled() && !self.internal).then(|| {
             sink::ensure_written_at_exit();
             trace::base();
             std::sync::Arc::<str>::from(name.as_str())
         });
         let (ending, stats) = scheduler::run(iter, threads, self.chunk, site, trace, start, step);
         let wall = t0.elapsed();
-        set_last(stats.into_report(name, self.location, RunMode::Parallel, threads, wall));
+        let report = stats.into_report(name, self.location, RunMode::Parallel, threads, wall);
+        if self.internal {
+            keep_last(report);
+        } else {
+            set_last(report);
+        }
         match ending {
             None => LoopOutcome::Completed,
             Some(LoopEnding::Break) => LoopOutcome::Broke,

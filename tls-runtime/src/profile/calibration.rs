@@ -120,11 +120,12 @@ fn calibrate() -> Costs {
     let body = move |_: u64| {
         spin(iters);
     };
-    let lp = Loop::new()
+    let mut lp = Loop::new()
         .name("tls-runtime calibration")
         .threads(2)
         .chunk(1)
         .site(site);
+    lp.internal = true;
     lp.run_uncalibrated(0..epochs, &body); // wakes the workers
     let (mut wall, mut busy) = (f64::MAX, f64::MAX);
     for _ in 0..5 {
