@@ -128,31 +128,73 @@ pub fn run(
     opts: &RunOptions,
     on_new_order: &mut dyn FnMut(u16, u8, u32) -> Result<()>,
 ) -> Result<RunReport> {
-    let mut terminal = Terminal::new(meta, opts.seed);
-    let mut report = RunReport::new(engine.mode());
+    let mut runner = Runner::new(engine.mode(), meta, opts.seed);
     if let Limit::Transactions(n) = opts.limit {
-        for l in &mut report.latencies {
-            l.reserve(n as usize / 2);
-        }
+        runner.reserve(n);
     }
     let bar = progress_bar(opts.progress, opts.limit);
-    let mut hasher = DefaultHasher::new();
     let started = Instant::now();
-    let mut done: u64 = 0;
     loop {
         match opts.limit {
-            Limit::Transactions(n) if done >= n => break,
+            Limit::Transactions(n) if runner.done >= n => break,
             Limit::Duration(d) if started.elapsed() >= d => break,
             _ => {}
         }
-        let input = terminal.next(now_micros());
+        runner.step(engine, on_new_order)?;
+        if runner.done.is_multiple_of(256) {
+            match opts.limit {
+                Limit::Transactions(_) => bar.set_position(runner.done),
+                Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(runner.finish())
+}
+
+/// One terminal's run in progress: the seeded sequence, and what was measured so far.
+/// [`run`] drives one to the end; `compare` interleaves several, one per engine.
+pub struct Runner {
+    terminal: Terminal,
+    report: RunReport,
+    hasher: DefaultHasher,
+    /// Transactions run so far.
+    pub done: u64,
+}
+
+impl Runner {
+    /// A run of the sequence seeded with `seed` on an engine of `mode`.
+    pub fn new(mode: Mode, meta: Meta, seed: u64) -> Runner {
+        Runner {
+            terminal: Terminal::new(meta, seed),
+            report: RunReport::new(mode),
+            hasher: DefaultHasher::new(),
+            done: 0,
+        }
+    }
+
+    /// Makes room for `n` transactions' latencies, so recording them does not allocate.
+    pub fn reserve(&mut self, n: u64) {
+        for l in &mut self.report.latencies {
+            l.reserve(n as usize / 2);
+        }
+    }
+
+    /// Runs the next transaction of the sequence on `engine` and measures it.
+    pub fn step(
+        &mut self,
+        engine: &mut dyn Engine,
+        on_new_order: &mut dyn FnMut(u16, u8, u32) -> Result<()>,
+    ) -> Result<()> {
+        let input = self.terminal.next(now_micros());
         let t0 = Instant::now();
         let output = engine::execute(engine, &input)
             .with_context(|| format!("{} failed (input {input:?})", input.kind().name()))?;
         let dt = t0.elapsed();
+        let report = &mut self.report;
         report.busy += dt;
         report.latencies[input.kind().index()].push(dt.as_nanos() as u64);
-        output.hash(&mut hasher);
+        output.hash(&mut self.hasher);
         if let (TxnInput::NewOrder(no), TxnOutput::NewOrder(out)) = (&input, &output) {
             if out.rolled_back {
                 report.rolled_back += 1;
@@ -160,17 +202,15 @@ pub fn run(
                 on_new_order(no.w_id, no.d_id, out.o_id)?;
             }
         }
-        done += 1;
-        if done.is_multiple_of(256) {
-            match opts.limit {
-                Limit::Transactions(_) => bar.set_position(done),
-                Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
-            }
-        }
+        self.done += 1;
+        Ok(())
     }
-    bar.finish_and_clear();
-    report.digest = hasher.finish();
-    Ok(report)
+
+    /// The report of the transactions run.
+    pub fn finish(mut self) -> RunReport {
+        self.report.digest = self.hasher.finish();
+        self.report
+    }
 }
 
 fn progress_bar(show: bool, limit: Limit) -> ProgressBar {
@@ -339,8 +379,13 @@ impl CompareResult {
     }
 }
 
+/// Transactions each engine runs before `compare` moves to the next one.
+const SLICE: u64 = 50;
+
 /// Loads a fresh database per mode in a temporary directory and runs the same seeded
-/// sequence on each.
+/// sequence on each, the modes taking turns every [`SLICE`] transactions (the order
+/// of the turns rotating), so that a change in the machine's load, which on a shared
+/// machine comes and goes within seconds, falls on every mode alike.
 pub fn compare(
     modes: &[Mode],
     warehouses: u16,
@@ -350,7 +395,13 @@ pub fn compare(
     seed: u64,
     show: bool,
 ) -> Result<Vec<CompareResult>> {
-    let mut results = Vec::new();
+    struct Contender {
+        engine: Box<dyn Engine>,
+        runner: Runner,
+        load_time: Duration,
+        _dir: tempfile::TempDir,
+    }
+    let mut all = Vec::with_capacity(modes.len());
     for &mode in modes {
         let dir = tempfile::tempdir().context("creating a temporary directory")?;
         let path = dir.path().join("tpcc.db");
@@ -362,15 +413,38 @@ pub fn compare(
         if show {
             eprintln!("{mode}: loaded in {:.1} s", load_time.as_secs_f64());
         }
-        let opts = RunOptions {
-            limit: Limit::Transactions(transactions),
-            seed: seed.wrapping_add(1),
-            progress: show,
-        };
-        let mut report = run(engine.as_mut(), meta, &opts, &mut |_, _, _| Ok(()))
-            .with_context(|| format!("running the mix on {mode}"))?;
-        report.load_time = Some(load_time);
-        let summary = engine.summary()?;
+        let mut runner = Runner::new(mode, meta, seed.wrapping_add(1));
+        runner.reserve(transactions);
+        all.push(Contender {
+            engine,
+            runner,
+            load_time,
+            _dir: dir,
+        });
+    }
+    let bar = progress_bar(show, Limit::Transactions(transactions * modes.len() as u64));
+    let mut turn = 0;
+    while all.iter().any(|c| c.runner.done < transactions) {
+        let n = all.len();
+        for k in 0..n {
+            let c = &mut all[(k + turn) % n];
+            let mode = c.engine.mode();
+            for _ in 0..SLICE.min(transactions - c.runner.done) {
+                c.runner
+                    .step(c.engine.as_mut(), &mut |_, _, _| Ok(()))
+                    .with_context(|| format!("running the mix on {mode}"))?;
+            }
+        }
+        turn += 1;
+        bar.set_position(all.iter().map(|c| c.runner.done).sum());
+    }
+    bar.finish_and_clear();
+    let mut results = Vec::with_capacity(all.len());
+    for mut c in all {
+        let mode = c.engine.mode();
+        let mut report = c.runner.finish();
+        report.load_time = Some(c.load_time);
+        let summary = c.engine.summary()?;
         summary
             .check()
             .map_err(|e| anyhow::anyhow!("{mode}: consistency check failed after the run:\n{e}"))?;

@@ -87,7 +87,8 @@ enum Command {
         #[arg(long)]
         expect_orders: Option<PathBuf>,
     },
-    /// Load a fresh database per mode and run the same seeded sequence on each.
+    /// Load a fresh database per mode and run the same seeded sequence on each, the
+    /// modes of our engine taking turns every 50 transactions.
     Compare {
         /// Number of warehouses.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
@@ -120,12 +121,13 @@ enum Command {
     CompareOne(CompareOne),
 }
 
-/// What `compare` runs in a child process for one mode, so that no engine inherits
-/// the heap and file-system aftermath of the one measured before it.
+/// What `compare` runs in a child process: the modes of one engine family (ours,
+/// `sequential` and `tls`, taking turns in one process; SQLite in another), so that no
+/// family inherits the heap and file-system aftermath of the one measured before it.
 #[derive(Args, Debug)]
 struct CompareOne {
-    #[arg(long, value_enum)]
-    mode: Mode,
+    #[arg(long, value_enum, value_delimiter = ',')]
+    modes: Vec<Mode>,
     #[arg(long)]
     warehouses: u16,
     #[arg(long)]
@@ -257,7 +259,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => check(&db, mode, expect_orders.as_deref()),
         Command::CompareOne(c) => {
             let results = driver::compare(
-                &[c.mode],
+                &c.modes,
                 c.warehouses,
                 c.scale.scale()?,
                 c.transactions,
@@ -291,17 +293,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 bail!("--modes needs at least one mode");
             }
             let scale = scale.scale()?;
+            // Our engine's modes take turns in one process; SQLite runs in its own.
+            let (ours, sqlite): (Vec<Mode>, Vec<Mode>) =
+                modes.iter().partition(|m| **m != Mode::Sqlite);
             let mut results = Vec::with_capacity(modes.len());
-            for mode in modes {
-                results.push(compare_in_child(
-                    mode,
-                    warehouses,
-                    transactions,
-                    sync,
-                    scale,
-                    seed,
-                )?);
+            for group in [ours, sqlite] {
+                if !group.is_empty() {
+                    results.extend(compare_in_child(
+                        &group,
+                        warehouses,
+                        transactions,
+                        sync,
+                        scale,
+                        seed,
+                    )?);
+                }
             }
+            // In the order asked for.
+            results.sort_by_key(|r| modes.iter().position(|m| *m == r.report.mode));
             if json {
                 println!(
                     "{}",
@@ -315,19 +324,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Runs one mode of `compare` in a fresh process of this same program.
+/// Runs `modes` of `compare` in a fresh process of this same program.
 fn compare_in_child(
-    mode: Mode,
+    modes: &[Mode],
     warehouses: u16,
     transactions: u64,
     sync: Sync,
     scale: Scale,
     seed: u64,
-) -> Result<driver::CompareResult> {
+) -> Result<Vec<driver::CompareResult>> {
     let exe = std::env::current_exe().context("finding the tpcc executable")?;
     let out = std::process::Command::new(exe)
         .arg("__compare-one")
-        .args(["--mode", mode.name(), "--sync", sync.name()])
+        .arg("--modes")
+        .arg(modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(","))
+        .args(["--sync", sync.name()])
         .args(["--warehouses", &warehouses.to_string()])
         .args(["--transactions", &transactions.to_string()])
         .args(["--items", &scale.items.to_string()])
@@ -336,13 +347,28 @@ fn compare_in_child(
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("starting a compare run")?;
+    let names = modes
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(", ");
     if !out.status.success() {
         // The child has printed its error on our stderr.
-        bail!("the {mode} run failed ({})", out.status);
+        bail!("the {names} run failed ({})", out.status);
     }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("reading the compare run's result")?;
-    driver::CompareResult::from_json(&v)
+    let text = String::from_utf8(out.stdout).context("reading the compare run's result")?;
+    let results = text
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).context("reading the compare run's result")?;
+            driver::CompareResult::from_json(&v)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if results.len() != modes.len() {
+        bail!("the {names} run reported {} results", results.len());
+    }
+    Ok(results)
 }
 
 fn check(
