@@ -481,5 +481,11 @@ proptest! {
             let got = run_speculative(&p, threads);
             prop_assert_eq!(&got, &want, "threads = {}", threads);
         }
+        // Again with one check in five rolling its epoch back: every rollback path
+        // (each kind of access, checkpoints, escapes, commit actions) taken often.
+        tls_runtime::inject_violations(200_000);
+        let got = run_speculative(&p, 2);
+        tls_runtime::inject_violations(0);
+        prop_assert_eq!(&got, &want, "threads = 2, violations injected");
     }
 }

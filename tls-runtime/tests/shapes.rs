@@ -33,7 +33,22 @@ fn spin(n: u64) -> u64 {
     std::hint::black_box(x)
 }
 
+/// `TLS_SHAPES_INJECT=<per million>` runs every case with violations injected at that
+/// rate (`tls_runtime::inject_violations`): CI runs the file once more that way.
+fn inject_from_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Some(rate) = std::env::var("TLS_SHAPES_INJECT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            tls_runtime::inject_violations(rate);
+        }
+    });
+}
+
 fn each_schedule(mut case: impl FnMut(usize)) {
+    inject_from_env();
     for threads in THREADS {
         for _ in 0..rounds() {
             case(threads);
