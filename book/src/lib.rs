@@ -22,8 +22,17 @@ pub mod escape {}
 #[doc = include_str!("on-commit.md")]
 pub mod on_commit {}
 
+#[doc = include_str!("containers.md")]
+pub mod containers {}
+
+#[doc = include_str!("not-tracked.md")]
+pub mod not_tracked {}
+
 #[doc = include_str!("guarantees.md")]
 pub mod guarantees {}
 
 #[doc = include_str!("database.md")]
 pub mod database {}
+
+#[doc = include_str!("glossary.md")]
+pub mod glossary {}
