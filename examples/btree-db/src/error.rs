@@ -96,6 +96,11 @@ pub enum Error {
     /// The database file is open elsewhere (another process or another
     /// `Database` in this one); two writers would corrupt it.
     InUse,
+    /// `commit` or `abort` of a transaction whose [`crate::SharedTxn`] was
+    /// never dropped (`mem::forget`): the handle took the transaction's locks
+    /// with it, so they can no longer be released. The transaction's changes
+    /// are undone; its locks stay held until the database is closed.
+    LentOut,
 }
 
 /// Result with the database [`Error`].
@@ -137,6 +142,10 @@ impl fmt::Display for Error {
             Error::LockTimeout => f.write_str("lock wait timed out; abort the transaction"),
             Error::PoolExhausted => f.write_str("all buffer pool frames are pinned"),
             Error::InUse => f.write_str("database file is already open elsewhere"),
+            Error::LentOut => f.write_str(
+                "the transaction's SharedTxn was never dropped (forgotten): its locks went with \
+                 it; the transaction was rolled back",
+            ),
         }
     }
 }

@@ -38,6 +38,12 @@ impl Entry {
         self.first.iter().chain(self.more.iter())
     }
 
+    /// Whether another transaction holds the lock in a mode that excludes `mode`.
+    fn conflicts(&self, txn: u64, mode: LockMode) -> bool {
+        self.holders()
+            .any(|&(t, m)| t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive))
+    }
+
     fn is_free(&self) -> bool {
         self.first.is_none() && self.more.is_empty()
     }
@@ -168,10 +174,7 @@ impl LockManager {
         let mut deadline = None;
         loop {
             let entry = table.entry(name).or_default();
-            let conflict = entry.holders().any(|&(t, m)| {
-                t != txn && (m == LockMode::Exclusive || mode == LockMode::Exclusive)
-            });
-            if !conflict {
+            if !entry.conflicts(txn, mode) {
                 entry.grant(txn, mode);
                 if waited {
                     entry.waiters -= 1;
@@ -235,7 +238,90 @@ impl LockManager {
         false
     }
 
-    /// Undoes one acquisition of `name`; frees the lock when none remain.
+    /// Grants `name` in `mode` to `txn` and counts the acquisition in `locks` if
+    /// nothing conflicts; `false`, changing nothing, if another transaction's lock
+    /// does. With [`LockManager::wait_grantable`], the form of `acquire` for a
+    /// lock set behind a mutex that must not be held while waiting
+    /// ([`crate::SharedTxn`]).
+    pub(crate) fn try_acquire(
+        &self,
+        txn: u64,
+        locks: &mut TxnLocks,
+        name: u64,
+        mode: LockMode,
+    ) -> bool {
+        if let Some((held, count)) = locks.held.get_mut(&name)
+            && *held >= mode
+        {
+            *count += 1;
+            return true;
+        }
+        let mut table = lock(&self.shard(name).table);
+        let entry = table.entry(name).or_default();
+        if entry.conflicts(txn, mode) {
+            if entry.is_free() && entry.waiters == 0 {
+                table.remove(&name);
+            }
+            return false;
+        }
+        entry.grant(txn, mode);
+        let e = locks.held.entry(name).or_insert((mode, 0));
+        e.0 = e.0.max(mode);
+        e.1 += 1;
+        true
+    }
+
+    /// Waits, as `acquire` does (deadlock detection, until `deadline`), until
+    /// `name` could be granted to `txn` in `mode`, without granting it: the
+    /// caller then tries again with [`LockManager::try_acquire`].
+    pub(crate) fn wait_grantable(
+        &self,
+        txn: u64,
+        name: u64,
+        mode: LockMode,
+        deadline: Instant,
+    ) -> Result<()> {
+        let shard = self.shard(name);
+        let mut table = lock(&shard.table);
+        let mut waiting = false;
+        loop {
+            let entry = table.entry(name).or_default();
+            if !entry.conflicts(txn, mode) {
+                if waiting {
+                    entry.waiters -= 1;
+                    lock(&self.waits_for).remove(&txn);
+                }
+                if entry.is_free() && entry.waiters == 0 {
+                    table.remove(&name);
+                }
+                return Ok(());
+            }
+            let blockers: Vec<u64> = entry.holders().map(|h| h.0).filter(|&t| t != txn).collect();
+            if !waiting {
+                entry.waiters += 1;
+                waiting = true;
+            }
+            if self.would_deadlock(txn, blockers) {
+                return Err(self.give_up(&mut table, name, txn, Error::Deadlock));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.give_up(&mut table, name, txn, Error::LockTimeout));
+            }
+            let wait = (deadline - now).min(Duration::from_millis(20));
+            table = shard
+                .cond
+                .wait_timeout(table, wait)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// How long a lock wait may last.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Locks held or waited for right now, by any transaction (for tests).
     pub(crate) fn entries(&self) -> usize {
         self.shards
@@ -244,6 +330,7 @@ impl LockManager {
             .sum()
     }
 
+    /// Undoes one acquisition of `name`; frees the lock when none remain.
     pub(crate) fn release_one(&self, txn: u64, locks: &mut TxnLocks, name: u64) {
         let Some((_, count)) = locks.held.get_mut(&name) else {
             return;

@@ -8,7 +8,10 @@
 //!
 //! - the lock set (the locks held, with their acquisition counts) and the
 //!   tables opened move into the handle, behind their own mutex, held only to
-//!   count an acquisition: every read and write takes it briefly;
+//!   grant and count an acquisition: every read and write takes it briefly, and
+//!   a wait for another transaction's lock happens with it released (only
+//!   opening a table, whose shared lock waits for nothing but a table being
+//!   dropped, waits under it);
 //! - the rest of the transaction (the log chain, undo entries, leaf hints) stays
 //!   in the `Txn`, behind a second mutex that only writes take, for the length of
 //!   the change: a write's log record and undo entry must follow the
@@ -25,6 +28,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::Instant;
 
 use crate::btree::{Modify, Outcome};
 use crate::catalog::TableId;
@@ -100,11 +104,31 @@ impl SharedTxn<'_, '_> {
         mode: LockMode,
     ) -> Result<PageId> {
         Txn::check_sizes_in(self.db, key, value)?;
-        let mut lent = spin_lock(&self.lent);
-        let Lent { locks, tables } = &mut *lent;
-        let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
-        Txn::lock_in(self.db, self.id, locks, lock_name(root, key), mode)?;
-        Ok(root)
+        let mut deadline = None;
+        loop {
+            let name = {
+                let mut lent = spin_lock(&self.lent);
+                let Lent { locks, tables } = &mut *lent;
+                let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
+                let name = lock_name(root, key);
+                // Granted and counted in one step under the mutex, so that a
+                // sibling's `unlock_once` cannot slip in between.
+                if self.db.locks.try_acquire(self.id, locks, name, mode) {
+                    return Ok(root);
+                }
+                name
+            };
+            // Another transaction holds it: wait with the mutex released, so
+            // the loop's other threads go on meanwhile, then try again.
+            let deadline =
+                *deadline.get_or_insert_with(|| Instant::now() + self.db.locks.timeout());
+            if let Err(e) = self.db.locks.wait_grantable(self.id, name, mode, deadline) {
+                if matches!(e, Error::Deadlock) {
+                    self.db.deadlocks.add(1);
+                }
+                return Err(e);
+            }
+        }
     }
 
     fn hint(&self, root: PageId) -> Option<&AtomicU32> {

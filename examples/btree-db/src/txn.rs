@@ -36,6 +36,9 @@ pub struct Txn<'db> {
     /// The stripe this transaction registered as a writer on, once it wrote.
     wrote: Option<usize>,
     done: bool,
+    /// Its locks are lent to a `SharedTxn` (set by `share`, cleared when the
+    /// handle gives them back).
+    lent: bool,
 }
 
 impl<'db> Txn<'db> {
@@ -47,6 +50,7 @@ impl<'db> Txn<'db> {
             s,
             wrote: None,
             done: false,
+            lent: false,
         }
     }
 
@@ -155,6 +159,7 @@ impl<'db> Txn<'db> {
 
     /// Lends the lock set and the opened tables to a [`crate::SharedTxn`].
     pub(crate) fn lend_locks(&mut self) -> (TxnLocks, Vec<PageId>) {
+        self.lent = true;
         (
             std::mem::take(&mut self.s.locks),
             std::mem::take(&mut self.s.tables),
@@ -163,6 +168,7 @@ impl<'db> Txn<'db> {
 
     /// Takes back what [`Txn::lend_locks`] lent.
     pub(crate) fn return_locks(&mut self, locks: TxnLocks, tables: Vec<PageId>) {
+        self.lent = false;
         self.s.locks = locks;
         self.s.tables = tables;
     }
@@ -372,6 +378,12 @@ impl<'db> Txn<'db> {
     /// Commits: appends the commit record, makes it durable per
     /// [`crate::SyncMode`], releases locks.
     pub fn commit(mut self) -> Result<()> {
+        if self.lent {
+            // Its locks are gone with a forgotten handle: committing would leave
+            // the rows locked for good with nobody to tell; undo, and say so.
+            let _ = self.rollback();
+            return Err(Error::LentOut);
+        }
         self.done = true;
         let mut result = Ok(());
         if let Some(at) = self.wrote {
@@ -399,7 +411,11 @@ impl<'db> Txn<'db> {
 
     /// Aborts: undoes every change (logging compensation records), releases locks.
     pub fn abort(mut self) -> Result<()> {
-        self.rollback()
+        let undone = self.rollback();
+        if self.lent {
+            return Err(Error::LentOut);
+        }
+        undone
     }
 
     fn rollback(&mut self) -> Result<()> {

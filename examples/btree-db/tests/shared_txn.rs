@@ -1,0 +1,134 @@
+//! One transaction lent to several threads (`Txn::share`): the threads' changes are
+//! the transaction's (committed or undone together, nothing left pinned or locked), a
+//! thread waiting for another transaction's lock does not hold up its siblings, and a
+//! handle forgotten with its locks is reported, not silently committed.
+
+use std::time::{Duration, Instant};
+
+use btree_db::{Database, Error, Options, SyncMode};
+
+fn open(dir: &std::path::Path, lock_timeout: Duration) -> std::sync::Arc<Database> {
+    Database::open(
+        dir.join("db"),
+        Options {
+            sync: SyncMode::Off,
+            lock_timeout,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+fn key(i: u32) -> [u8; 4] {
+    i.to_be_bytes()
+}
+
+#[test]
+fn threads_of_one_transaction_commit_or_abort_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_secs(5));
+    let t = db.create_table("t").unwrap();
+    for commit in [true, false] {
+        let mut txn = db.begin();
+        {
+            let s = txn.share();
+            std::thread::scope(|sc| {
+                for th in 0..4u32 {
+                    let s = &s;
+                    sc.spawn(move || {
+                        for i in 0..200u32 {
+                            let k = key(th * 1000 + i + if commit { 0 } else { 500 });
+                            s.insert(t, &k, &[th as u8; 100]).unwrap();
+                            let mut out = Vec::new();
+                            assert!(s.get_into(t, &k, &mut out).unwrap());
+                            s.update(t, &k, &[th as u8 + 1; 300]).unwrap();
+                        }
+                    });
+                }
+            });
+            assert!(s.locks_held() >= 800);
+        }
+        if commit {
+            txn.commit().unwrap();
+        } else {
+            txn.abort().unwrap();
+        }
+        assert_eq!(db.pins_and_locks(), (0, 0));
+    }
+    let mut txn = db.begin();
+    let mut out = Vec::new();
+    for th in 0..4u32 {
+        for i in 0..200u32 {
+            assert!(txn.get_into(t, &key(th * 1000 + i), &mut out).unwrap());
+            assert_eq!(out, vec![th as u8 + 1; 300]);
+            assert!(
+                !txn.get_into(t, &key(th * 1000 + i + 500), &mut out)
+                    .unwrap()
+            );
+        }
+    }
+    txn.commit().unwrap();
+    db.check_integrity().unwrap();
+}
+
+#[test]
+fn a_thread_waiting_for_a_lock_does_not_hold_up_its_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_secs(3));
+    let t = db.create_table("t").unwrap();
+    let mut setup = db.begin();
+    setup.insert(t, b"held", b"1").unwrap();
+    setup.insert(t, b"contended", b"2").unwrap();
+    setup.commit().unwrap();
+
+    let mut blocker = db.begin();
+    blocker.update(t, b"contended", b"3").unwrap(); // exclusive, held to its end
+    let mut txn = db.begin();
+    let mut out = Vec::new();
+    assert!(txn.get_into(t, b"held", &mut out).unwrap());
+    {
+        let s = txn.share();
+        std::thread::scope(|sc| {
+            let waiter = sc.spawn(|| s.get_into(t, b"contended", &mut Vec::new()));
+            std::thread::sleep(Duration::from_millis(100));
+            let t0 = Instant::now();
+            let mut out = Vec::new();
+            assert!(s.get_into(t, b"held", &mut out).unwrap());
+            s.unlock_once(t, b"held");
+            assert!(
+                t0.elapsed() < Duration::from_millis(1500),
+                "a sibling waited {:?} for a lock it held",
+                t0.elapsed()
+            );
+            assert!(matches!(waiter.join().unwrap(), Err(Error::LockTimeout)));
+        });
+    }
+    txn.abort().unwrap();
+    blocker.abort().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}
+
+#[test]
+fn a_forgotten_handle_is_reported_not_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_millis(200));
+    let t = db.create_table("t").unwrap();
+    let mut txn = db.begin();
+    {
+        let s = txn.share();
+        s.put(t, b"k", b"v").unwrap();
+        std::mem::forget(s);
+    }
+    assert!(matches!(txn.commit(), Err(Error::LentOut)));
+    // The change was undone; the locks went with the handle.
+    let mut other = db.begin();
+    assert!(matches!(other.put(t, b"k", b"w"), Err(Error::LockTimeout)));
+    other.abort().unwrap();
+    let mut reader = db.begin();
+    let mut out = Vec::new();
+    assert!(matches!(
+        reader.get_into(t, b"k", &mut out),
+        Err(Error::LockTimeout)
+    ));
+    reader.abort().unwrap();
+}
