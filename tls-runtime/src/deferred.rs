@@ -32,9 +32,19 @@ fn defer(f: Box<dyn FnOnce() + Send + '_>) {
     match epoch::current() {
         None => f(),
         Some(cx) if cx.published() => {
-            // The epoch runs as plain code now (see `memory::publish_prefix`).
-            let _plain = epoch::CurrentGuard::set(None);
-            f()
+            // In profile mode the action's time is commit work, not the epoch's.
+            let t = cx.profiling.get().then(std::time::Instant::now);
+            {
+                // The epoch runs as plain code now (see `memory::publish_prefix`).
+                let _plain = epoch::CurrentGuard::set(None);
+                f();
+            }
+            if let Some(t) = t
+                && let Ok(mut p) = cx.profile.try_borrow_mut()
+                && let Some(p) = p.as_mut()
+            {
+                p.deferred(t.elapsed().as_nanos() as f64);
+            }
         }
         Some(cx) => {
             // An epoch, even homefree, can still roll back until it publishes or

@@ -13,9 +13,11 @@
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
 //!   paying the measured serialized cost of a commit hand-off plus the measured cost
-//!   of committing each written location.
+//!   of committing each written location, plus the time the epoch's commit-time
+//!   actions (`on_commit`, accumulations) took when recorded; that time also
+//!   occupies the epoch's thread.
 //! - The predicted time is when the last epoch commits; the speedup is the
-//!   sequential time (the sum of the epochs' durations) over it. The runtime falls
+//!   sequential time (the sum of the epochs' durations and commit-time work) over it. The runtime falls
 //!   back to in-order execution when speculation loses, so a prediction below about
 //!   1 is reported as the in-order cost instead.
 //!
@@ -132,7 +134,13 @@ fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usi
         }
         let finish = t0 + dur;
         free[slot] = finish;
-        last_commit = finish.max(last_commit) + costs.serial + written * costs.commit_write;
+        // Commit-time actions (`on_commit`, accumulations) run one epoch after
+        // another, and they are also work a thread does: charged to the epoch's
+        // own thread, right after it, so that no simulated thread idles waiting
+        // for the commit order.
+        last_commit =
+            finish.max(last_commit) + costs.serial + written * costs.commit_write + e.commit_work;
+        free[slot] = finish + e.commit_work;
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
@@ -165,6 +173,7 @@ fn chunked(items: &[EpochProfile], chunk: usize) -> Cow<'_, [EpochProfile]> {
                     ..*ev
                 }));
                 epoch.dur += item.dur;
+                epoch.commit_work += item.commit_work;
             }
             epoch
         })
@@ -186,7 +195,8 @@ fn predict_chunked(
         // The runtime sizes chunks from the busy time per iteration, which includes
         // the per-epoch cost spread over the chunk: it settles where
         // `chunk * mean + epoch cost = TARGET_EPOCH`.
-        let mean = items.iter().map(|e| e.dur).sum::<f64>() / items.len().max(1) as f64;
+        let mean =
+            items.iter().map(|e| e.dur + e.commit_work).sum::<f64>() / items.len().max(1) as f64;
         let ideal = (TARGET_EPOCH.as_nanos() as f64 - costs.epoch) / mean.max(1.0);
         ideal.clamp(1.0, f64::from(MAX_CHUNK)) as usize
     });
@@ -208,7 +218,7 @@ pub(crate) fn speedups(
     chunk: Option<usize>,
 ) -> (Duration, Vec<(usize, f64)>) {
     let costs = costs();
-    let sequential: f64 = epochs.iter().map(|e| e.dur).sum();
+    let sequential: f64 = epochs.iter().map(|e| e.dur + e.commit_work).sum();
     let out = PREDICTED_CORES
         .iter()
         .map(|&p| {
@@ -250,7 +260,27 @@ mod tests {
                 .iter()
                 .map(|&(at, loc, kind)| Event { at, loc, kind })
                 .collect(),
+            commit_work: 0.0,
         }
+    }
+
+    #[test]
+    fn commit_time_work_runs_one_epoch_after_another() {
+        // Independent epochs of 10 us whose commit-time actions take 6 us: the
+        // actions run in order, so 64 epochs take at least 64 x 6 us on any number
+        // of threads, and about 64 x 16 us on one.
+        let e: Vec<_> = (0..64)
+            .map(|i| EpochProfile {
+                commit_work: 6_000.0,
+                ..epoch(10_000.0, &[(5_000.0, 1000 + i, AccessKind::Write)])
+            })
+            .collect();
+        let one = predict(&e, 1, &FREE);
+        let two = predict(&e, 2, &FREE);
+        let many = predict(&e, 16, &FREE);
+        assert!((one - 64.0 * 16_000.0).abs() < 1.0, "{one}");
+        assert!(two < one && two >= 64.0 * 8_000.0 - 1.0, "{two}");
+        assert!((64.0 * 6_000.0..64.0 * 6_500.0).contains(&many), "{many}");
     }
 
     #[test]

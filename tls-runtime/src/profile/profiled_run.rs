@@ -56,7 +56,13 @@ where
         // The iteration's writes and commit-time actions take effect now, in the order
         // it made them (nothing else runs this loop, so nothing can violate it), also
         // when it panicked: the sequential loop keeps what it did before the panic.
+        // Commit-time actions registered before the epoch published run here: they
+        // are commit work too.
+        let t = std::time::Instant::now();
         let committed = commit_epoch(&cx);
+        if let Some(p) = profiles.last_mut() {
+            p.add_commit_work(t.elapsed().as_nanos() as f64);
+        }
         drop(_current);
         let control = match (run, committed) {
             (_, CommitOutcome::ActionPanicked(p)) | (Err(p), _) => resume_unwind(p),

@@ -25,8 +25,20 @@ pub(super) struct Event {
 /// What one epoch did, as profile mode saw it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EpochProfile {
+    /// The epoch's own work, in ns (its commit-time actions taken out).
     pub(super) dur: f64,
     pub(super) events: Vec<Event>,
+    /// Time its commit-time actions (`on_commit`, accumulations) took, in ns: work
+    /// that the runtime runs in loop order, one epoch after another, so the model
+    /// serializes it.
+    pub(super) commit_work: f64,
+}
+
+impl EpochProfile {
+    /// Adds commit-time work measured outside the epoch's recording.
+    pub(super) fn add_commit_work(&mut self, ns: f64) {
+        self.commit_work += ns;
+    }
 }
 
 /// This thread's CPU time in nanoseconds, where the platform tells it: an epoch's
@@ -62,6 +74,8 @@ pub(crate) struct Recorder {
     cpu_start: Option<f64>,
     events: Vec<Event>,
     clock_ns: f64,
+    /// Commit-time actions run inside the epoch (once it published), in ns.
+    deferred: f64,
 }
 
 impl Recorder {
@@ -71,6 +85,7 @@ impl Recorder {
             cpu_start: thread_cpu_ns(),
             events: Vec::new(),
             clock_ns,
+            deferred: 0.0,
         }
     }
 
@@ -88,6 +103,11 @@ impl Recorder {
             AccessKind::Read
         };
         self.events.push(Event { at, loc, kind });
+    }
+
+    /// Notes that a commit-time action ran inside the epoch for `ns`.
+    pub(crate) fn deferred(&mut self, ns: f64) {
+        self.deferred += ns;
     }
 
     pub(super) fn checkpoint(&mut self) {
@@ -115,8 +135,9 @@ impl Recorder {
             }
         }
         EpochProfile {
-            dur: cpu.min(wall),
+            dur: (cpu.min(wall) - self.deferred).max(0.0),
             events: self.events,
+            commit_work: self.deferred,
         }
     }
 }
