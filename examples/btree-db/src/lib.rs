@@ -140,5 +140,5 @@ pub use error::{Error, PageId, Result};
 pub use node::{decode_page, validate_page};
 pub use options::{Limits, Options, Stats, SyncMode};
 pub use page::{PageAccess, PageBuf, PageWrite};
-pub use shared_txn::SharedTxn;
+pub use shared_txn::{LeafHint, SharedTxn};
 pub use txn::{Cursor, Txn};

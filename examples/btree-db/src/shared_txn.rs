@@ -50,6 +50,15 @@ struct Lent {
     tables: Vec<PageId>,
 }
 
+/// Where a read of a key in a [`SharedTxn`] ended, for a later write of the same
+/// key ([`SharedTxn::update_at`]). Opaque; `Default` is "nowhere" (a descent).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeafHint {
+    txn: u64,
+    table: PageId,
+    leaf: PageId,
+}
+
 /// A transaction lent to several threads (see [`Txn::share`]).
 pub struct SharedTxn<'t, 'db> {
     db: &'db Database,
@@ -154,14 +163,42 @@ impl SharedTxn<'_, '_> {
     /// returns whether the key exists.
     pub fn get_into(&self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, LockMode::Shared)
+            .map(|(found, _)| found)
     }
 
     /// Reads `key` under an exclusive record lock, for read-modify-write.
     pub fn get_for_update(&self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, LockMode::Exclusive)
+            .map(|(found, _)| found)
     }
 
-    fn read(&self, table: TableId, key: &[u8], out: &mut Vec<u8>, mode: LockMode) -> Result<bool> {
+    /// [`SharedTxn::get_for_update`], also returning where the walk ended:
+    /// handed to [`SharedTxn::update_at`] for the same key, it saves that write
+    /// a descent.
+    pub fn get_for_update_at(
+        &self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(bool, LeafHint)> {
+        let (found, leaf) = self.read(table, key, out, LockMode::Exclusive)?;
+        Ok((
+            found,
+            LeafHint {
+                txn: self.id,
+                table: table.0,
+                leaf,
+            },
+        ))
+    }
+
+    fn read(
+        &self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        mode: LockMode,
+    ) -> Result<(bool, PageId)> {
         let root = self.lock(table, key, None, mode)?;
         out.clear();
         let hint = self.hint(root);
@@ -170,7 +207,7 @@ impl SharedTxn<'_, '_> {
         if let Some(h) = hint {
             h.store(leaf, Ordering::Relaxed);
         }
-        Ok(found)
+        Ok((found, leaf))
     }
 
     fn write(&self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
@@ -193,6 +230,25 @@ impl SharedTxn<'_, '_> {
     /// Replaces the value of an existing key; `NotFound` if absent.
     pub fn update(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         match self.write(table, key, Modify::Update(value))? {
+            Outcome::Missing => Err(Error::NotFound),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`SharedTxn::update`] starting from where a read of the same key in this
+    /// transaction ended ([`SharedTxn::get_for_update_at`]). A hint from another
+    /// transaction or table is ignored; a leaf that no longer holds the key (it
+    /// split meanwhile) costs a descent.
+    pub fn update_at(&self, table: TableId, key: &[u8], value: &[u8], at: LeafHint) -> Result<()> {
+        let root = self.lock(table, key, Some(value), LockMode::Exclusive)?;
+        // Only a leaf this transaction found in this tree: pages do not leave a
+        // tree while its table lock is held, which is the transaction's.
+        let mut leaf = if at.txn == self.id && at.table == root {
+            at.leaf
+        } else {
+            0
+        };
+        match spin_lock(&self.txn).modify_locked_at(root, key, Modify::Update(value), &mut leaf)? {
             Outcome::Missing => Err(Error::NotFound),
             _ => Ok(()),
         }

@@ -214,18 +214,35 @@ impl<'db> Txn<'db> {
         key: &[u8],
         m: Modify<'_>,
     ) -> Result<Outcome> {
+        let h = self.hint(root);
+        let mut leaf = self.s.hints[h].1;
+        let out = self.modify_locked_at(root, key, m, &mut leaf);
+        self.s.hints[h].1 = leaf;
+        out
+    }
+
+    /// [`Txn::modify_locked`] starting from the leaf `leaf` (0: a descent; a
+    /// leaf of the tree that no longer holds `key` costs a descent too), which
+    /// it updates. Sound for any page of the tree at `root`: pages do not leave
+    /// a tree while the transaction holds its table lock.
+    pub(crate) fn modify_locked_at(
+        &mut self,
+        root: PageId,
+        key: &[u8],
+        m: Modify<'_>,
+        leaf: &mut PageId,
+    ) -> Result<Outcome> {
         if self.wrote.is_none() {
             self.wrote = Some(self.db.register_writer(self.id));
         }
         let prev_lsn = self.s.ctx.prev;
-        let h = self.hint(root);
         let out = self.db.store.modify(
             root,
             key,
             m,
             LogMode::Undoable { table: root },
             &mut self.s.ctx,
-            &mut self.s.hints[h].1,
+            leaf,
         )?;
         if out == Outcome::Done {
             let k = self.stash(key);

@@ -132,3 +132,64 @@ fn a_forgotten_handle_is_reported_not_committed() {
     ));
     reader.abort().unwrap();
 }
+
+#[test]
+fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_secs(5));
+    let t = db.create_table("t").unwrap();
+    let u = db.create_table("u").unwrap();
+    let mut setup = db.begin();
+    for i in 0..300u32 {
+        setup.insert(t, &key(i * 10), &[1; 64]).unwrap();
+        setup.insert(u, &key(i * 10), &[1; 64]).unwrap();
+    }
+    setup.commit().unwrap();
+
+    // A hint from another transaction.
+    let mut first = db.begin();
+    let foreign = {
+        let s = first.share();
+        let mut out = Vec::new();
+        s.get_for_update_at(u, &key(50), &mut out).unwrap().1
+    };
+    first.abort().unwrap();
+
+    let mut txn = db.begin();
+    {
+        let s = txn.share();
+        let mut out = Vec::new();
+        let hints: Vec<_> = (0..300u32)
+            .map(|i| s.get_for_update_at(t, &key(i * 10), &mut out).unwrap())
+            .collect();
+        let (_, in_u) = s.get_for_update_at(u, &key(50), &mut out).unwrap();
+        // Splits move keys off the leaves the reads ended on.
+        for i in 0..300u32 {
+            s.insert(t, &key(i * 10 + 5), &[2; 200]).unwrap();
+        }
+        for (i, (found, at)) in hints.into_iter().enumerate() {
+            assert!(found);
+            s.update_at(t, &key(i as u32 * 10), &[3; 80], at).unwrap();
+        }
+        // A hint for table `u` or from another transaction is not used for `t`.
+        s.update_at(t, &key(50), &[4; 80], in_u).unwrap();
+        s.update_at(t, &key(60), &[5; 80], foreign).unwrap();
+    }
+    txn.commit().unwrap();
+    db.check_integrity().unwrap();
+    let mut check = db.begin();
+    let mut out = Vec::new();
+    for i in 0..300u32 {
+        assert!(check.get_into(t, &key(i * 10), &mut out).unwrap());
+        let want = match i {
+            5 => vec![4; 80],
+            6 => vec![5; 80],
+            _ => vec![3; 80],
+        };
+        assert_eq!(out, want, "key {}", i * 10);
+        assert!(check.get_into(u, &key(i * 10), &mut out).unwrap());
+        assert_eq!(out, vec![1; 64]);
+    }
+    check.commit().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}

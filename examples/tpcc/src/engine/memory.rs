@@ -111,6 +111,8 @@ impl<'s, 'a> MemoryShared<'s, 'a> {
 }
 
 impl SharedKv for MemoryShared<'_, '_> {
+    type Found = ();
+
     fn get(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.txn().get(table, key, out)
     }

@@ -168,6 +168,8 @@ pub struct BTreeShared<'s, 'a> {
 }
 
 impl SharedKv for BTreeShared<'_, '_> {
+    type Found = btree_db::LeafHint;
+
     fn get(&self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         Ok(self.tx.get_into(self.tables[table.index()], key, out)?)
     }
@@ -184,6 +186,29 @@ impl SharedKv for BTreeShared<'_, '_> {
 
     fn update(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.tx.update(self.tables[table.index()], key, value)?)
+    }
+
+    fn get_for_update_at(
+        &self,
+        table: Table,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(bool, btree_db::LeafHint)> {
+        Ok(self
+            .tx
+            .get_for_update_at(self.tables[table.index()], key, out)?)
+    }
+
+    fn update_at(
+        &self,
+        table: Table,
+        key: &[u8],
+        value: &[u8],
+        at: btree_db::LeafHint,
+    ) -> Result<()> {
+        Ok(self
+            .tx
+            .update_at(self.tables[table.index()], key, value, at)?)
     }
 
     fn delete(&self, table: Table, key: &[u8]) -> Result<()> {

@@ -87,6 +87,26 @@ pub trait SharedKv: Sync {
     fn insert(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     /// [`KvOps::update`].
     fn update(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Where a store found a row (a hint for writing it again; `Default`: nowhere).
+    type Found: Copy + Default + Send + Sync + 'static;
+    /// [`SharedKv::get_for_update`], also returning where the row was found, for a
+    /// later [`SharedKv::update_at`] of the same row.
+    fn get_for_update_at(
+        &self,
+        table: Table,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(bool, Self::Found)> {
+        Ok((
+            self.get_for_update(table, key, out)?,
+            Self::Found::default(),
+        ))
+    }
+    /// [`SharedKv::update`] of a row read with [`SharedKv::get_for_update_at`], given
+    /// where that read found it.
+    fn update_at(&self, table: Table, key: &[u8], value: &[u8], _at: Self::Found) -> Result<()> {
+        self.update(table, key, value)
+    }
     /// [`KvOps::delete`].
     fn delete(&self, table: Table, key: &[u8]) -> Result<()>;
 }

@@ -25,8 +25,9 @@
 //! range, and be violated by an insert into it): inside a loop they are refused with
 //! an error, never answered from the store alone.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow, bail};
 use tls_runtime::{Accumulator, SpecMap};
@@ -90,28 +91,29 @@ type Row = Option<Arc<[u8]>>;
 
 /// What a write does to the store when its epoch commits.
 #[derive(Clone, Copy)]
-enum WriteKind {
+enum WriteKind<F> {
     Insert,
-    Update,
+    /// With where the store found the row when the loop read it.
+    Update(F),
     Delete,
 }
 
 /// Applies committed epochs' writes to the store; keeps the first failure, after which
 /// the transaction is aborted.
-pub struct Applier<'r, S> {
+pub struct Applier<'r, S: SharedKv> {
     tx: &'r S,
     failed: Option<anyhow::Error>,
 }
 
 impl<S: SharedKv> Applier<'_, S> {
-    fn apply(&mut self, kind: WriteKind, key: RowKey, value: Row) {
+    fn apply(&mut self, kind: WriteKind<S::Found>, key: RowKey, value: Row) {
         if self.failed.is_some() {
             return;
         }
         let (t, k) = (key.table, key.key());
         let done = match (kind, value) {
             (WriteKind::Insert, Some(v)) => self.tx.insert(t, k, &v),
-            (WriteKind::Update, Some(v)) => self.tx.update(t, k, &v),
+            (WriteKind::Update(hint), Some(v)) => self.tx.update_at(t, k, &v, hint),
             (WriteKind::Delete, None) => self.tx.delete(t, k),
             _ => Err(anyhow!("a speculative write lost its value")),
         };
@@ -124,7 +126,7 @@ impl<S: SharedKv> Applier<'_, S> {
 /// The transaction's rows as speculative loop bodies see them (see the module docs).
 /// `&SpecRows` is a [`KvOps`], so a loop body takes it where the sequential code takes
 /// the transaction.
-pub struct SpecRows<'a, 'r, S> {
+pub struct SpecRows<'a, 'r, S: SharedKv> {
     tx: &'r S,
     /// The tables the loop may write: only their rows go through the overlay.
     writes: &'a [Table],
@@ -132,6 +134,9 @@ pub struct SpecRows<'a, 'r, S> {
     threads: usize,
     overlay: SpecMap<RowKey, Row>,
     sink: &'a Accumulator<'a, Applier<'r, S>>,
+    /// Where rows read for update were found, for their write at commit (only a
+    /// hint: a wrong one costs the store a lookup, so it needs no tracking).
+    found_at: Mutex<HashMap<RowKey, S::Found>>,
 }
 
 /// Runs `f` (which runs speculative loops over the rows) with a fresh overlay over
@@ -160,6 +165,7 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
             sink: &sink,
+            found_at: Mutex::new(HashMap::new()),
         };
         f(&rows)
     };
@@ -194,7 +200,15 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         });
         match seen {
             Some(found) => Ok(found),
-            None => self.store_read(table, key, out, for_update),
+            None if for_update => {
+                let (found, at) = self.tx.get_for_update_at(table, key, out)?;
+                self.found_at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(k, at);
+                Ok(found)
+            }
+            None => self.tx.get(table, key, out),
         }
     }
 
@@ -212,7 +226,13 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         }
     }
 
-    fn write(&self, kind: WriteKind, table: Table, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    fn write(
+        &self,
+        kind: WriteKind<S::Found>,
+        table: Table,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<()> {
         if !self.tracks(table) {
             bail!(
                 "a speculative loop wrote {}, which is not among the tables it declared it \
@@ -221,6 +241,17 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
             );
         }
         let k = RowKey::new(table, key)?;
+        let kind = match kind {
+            WriteKind::Update(_) => WriteKind::Update(
+                self.found_at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&k)
+                    .copied()
+                    .unwrap_or_default(),
+            ),
+            other => other,
+        };
         let row: Row = value.map(Arc::from);
         self.overlay.insert(k, row.clone());
         self.sink.record(move |a| a.apply(kind, k, row));
@@ -242,7 +273,12 @@ impl<S: SharedKv> KvOps for &SpecRows<'_, '_, S> {
     }
 
     fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(WriteKind::Update, table, key, Some(value))
+        self.write(
+            WriteKind::Update(S::Found::default()),
+            table,
+            key,
+            Some(value),
+        )
     }
 
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<()> {
