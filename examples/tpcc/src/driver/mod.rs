@@ -1,7 +1,7 @@
 //! Runs the mix against an engine and measures it: per-type latency percentiles,
-//! throughput, acknowledged orders, and the side-by-side `compare` report.
+//! throughput, acknowledged orders; `compare.rs` holds the side-by-side `compare`
+//! run and its report.
 
-use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write as _;
 use std::path::Path;
@@ -10,10 +10,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::engine::{self, Engine, Mode, Sync};
+use crate::engine::{self, Engine, Mode};
 use crate::load;
 use crate::schema::{Meta, Scale};
 use crate::workload::{Terminal, TxnInput, TxnKind, TxnOutput};
+
+mod compare;
+
+pub use compare::{CompareResult, compare, format_json, format_table};
 
 /// Microseconds since the Unix epoch: the spec's "current date/time".
 pub fn now_micros() -> i64 {
@@ -322,267 +326,6 @@ pub fn read_ack_log(path: &Path) -> Result<Vec<(u16, u8, u32)>> {
     Ok(orders)
 }
 
-/// What `compare` measured for one mode.
-#[derive(Clone, Debug)]
-pub struct CompareResult {
-    /// The run.
-    pub report: RunReport,
-    /// [`Summary::digest`](crate::check::Summary::digest) of the database after the run.
-    pub summary_digest: u64,
-    /// Orders in the database after the run.
-    pub total_orders: u64,
-}
-
-impl CompareResult {
-    /// Everything measured, as JSON (how a `compare` child process reports back).
-    pub fn to_json(&self) -> serde_json::Value {
-        let r = &self.report;
-        serde_json::json!({
-            "mode": r.mode.name(),
-            "latencies_ns": r.latencies.to_vec(),
-            "rolled_back": r.rolled_back,
-            "busy_ns": r.busy.as_nanos() as u64,
-            "digest": r.digest,
-            "load_ns": r.load_time.map(|t| t.as_nanos() as u64),
-            "summary_digest": self.summary_digest,
-            "total_orders": self.total_orders,
-        })
-    }
-
-    /// Reads back [`CompareResult::to_json`].
-    pub fn from_json(v: &serde_json::Value) -> Result<Self> {
-        let bad = || anyhow::anyhow!("malformed compare result: {v}");
-        let u = |key: &str| v[key].as_u64().ok_or_else(bad);
-        let mode: Mode = v["mode"].as_str().ok_or_else(bad)?.parse()?;
-        let mut latencies: [Vec<u64>; 5] = Default::default();
-        let lists = v["latencies_ns"].as_array().ok_or_else(bad)?;
-        if lists.len() != latencies.len() {
-            return Err(bad());
-        }
-        for (out, list) in latencies.iter_mut().zip(lists) {
-            for x in list.as_array().ok_or_else(bad)? {
-                out.push(x.as_u64().ok_or_else(bad)?);
-            }
-        }
-        Ok(Self {
-            report: RunReport {
-                mode,
-                latencies,
-                rolled_back: u("rolled_back")?,
-                busy: Duration::from_nanos(u("busy_ns")?),
-                digest: u("digest")?,
-                load_time: v["load_ns"].as_u64().map(Duration::from_nanos),
-            },
-            summary_digest: u("summary_digest")?,
-            total_orders: u("total_orders")?,
-        })
-    }
-}
-
-/// Transactions each engine runs before `compare` moves to the next one.
-const SLICE: u64 = 50;
-
-/// Loads a fresh database per mode in a temporary directory and runs the same seeded
-/// sequence on each, the modes taking turns every [`SLICE`] transactions (the order
-/// of the turns rotating), so that a change in the machine's load, which on a shared
-/// machine comes and goes within seconds, falls on every mode alike.
-pub fn compare(
-    modes: &[Mode],
-    warehouses: u16,
-    scale: Scale,
-    transactions: u64,
-    sync: Sync,
-    seed: u64,
-    show: bool,
-) -> Result<Vec<CompareResult>> {
-    struct Contender {
-        engine: Box<dyn Engine>,
-        runner: Runner,
-        load_time: Duration,
-        _dir: tempfile::TempDir,
-    }
-    let mut all = Vec::with_capacity(modes.len());
-    for &mode in modes {
-        let dir = tempfile::tempdir().context("creating a temporary directory")?;
-        let path = dir.path().join("tpcc.db");
-        let mut engine = engine::create(&path, mode, sync, warehouses)?;
-        let t0 = Instant::now();
-        let meta = load(engine.as_mut(), warehouses, scale, seed, show)
-            .with_context(|| format!("loading the {mode} database"))?;
-        let load_time = t0.elapsed();
-        if show {
-            eprintln!("{mode}: loaded in {:.1} s", load_time.as_secs_f64());
-        }
-        let mut runner = Runner::new(mode, meta, seed.wrapping_add(1));
-        runner.reserve(transactions);
-        all.push(Contender {
-            engine,
-            runner,
-            load_time,
-            _dir: dir,
-        });
-    }
-    let bar = progress_bar(show, Limit::Transactions(transactions * modes.len() as u64));
-    let mut turn = 0;
-    while all.iter().any(|c| c.runner.done < transactions) {
-        let n = all.len();
-        for k in 0..n {
-            let c = &mut all[(k + turn) % n];
-            let mode = c.engine.mode();
-            for _ in 0..SLICE.min(transactions - c.runner.done) {
-                c.runner
-                    .step(c.engine.as_mut(), &mut |_, _, _| Ok(()))
-                    .with_context(|| format!("running the mix on {mode}"))?;
-            }
-        }
-        turn += 1;
-        bar.set_position(all.iter().map(|c| c.runner.done).sum());
-    }
-    bar.finish_and_clear();
-    let mut results = Vec::with_capacity(all.len());
-    for mut c in all {
-        let mode = c.engine.mode();
-        let mut report = c.runner.finish();
-        report.load_time = Some(c.load_time);
-        let summary = c.engine.summary()?;
-        summary
-            .check()
-            .map_err(|e| anyhow::anyhow!("{mode}: consistency check failed after the run:\n{e}"))?;
-        results.push(CompareResult {
-            report,
-            summary_digest: summary.digest(),
-            total_orders: summary.total_orders(),
-        });
-    }
-    Ok(results)
-}
-
-/// The side-by-side table of a comparison.
-pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> String {
-    let mut s = String::new();
-    let Some(first) = results.first() else {
-        return s;
-    };
-    let _ = writeln!(
-        s,
-        "TPC-C: {warehouses} warehouse(s), {} transactions per mode, sync {}",
-        first.report.count(),
-        sync.name()
-    );
-    let _ = write!(s, "{:<14}", "");
-    for r in results {
-        let _ = write!(s, " | {:^33}", r.report.mode.name());
-    }
-    let _ = writeln!(s);
-    let _ = write!(s, "{:<14}", "transaction");
-    for _ in results {
-        let _ = write!(
-            s,
-            " | {:>6} {:>8} {:>8} {:>8}",
-            "count", "p50 us", "p95 us", "tx/s"
-        );
-    }
-    let _ = writeln!(s);
-    for kind in TxnKind::ALL {
-        let _ = write!(s, "{:<14}", kind.name());
-        for r in results {
-            let p = |q| {
-                r.report
-                    .percentile_us(kind, q)
-                    .map_or("-".to_string(), |v| format!("{v:.1}"))
-            };
-            let _ = write!(
-                s,
-                " | {:>6} {:>8} {:>8} {:>8.0}",
-                r.report.count_of(kind),
-                p(50.0),
-                p(95.0),
-                r.report.throughput_of(kind)
-            );
-        }
-        let _ = writeln!(s);
-    }
-    let _ = write!(s, "{:<14}", "all (tx/s)");
-    for r in results {
-        let _ = write!(s, " | {:>33.0}", r.report.throughput());
-    }
-    let _ = writeln!(s);
-    let _ = write!(s, "{:<14}", "load (s)");
-    for r in results {
-        let t = r.report.load_time.map_or(0.0, |t| t.as_secs_f64());
-        let _ = write!(s, " | {t:>33.2}");
-    }
-    let _ = writeln!(s);
-    if results.len() > 1 {
-        let (same_out, same_db) = agreement(results);
-        let _ = writeln!(
-            s,
-            "same answers on every mode: {}; same final database totals: {}",
-            if same_out { "yes" } else { "NO" },
-            if same_db { "yes" } else { "NO" }
-        );
-    }
-    let _ = writeln!(
-        s,
-        "rolled-back New Orders: {}; orders in the database: {}",
-        first.report.rolled_back, first.total_orders
-    );
-    s
-}
-
-/// The comparison as JSON: an object keyed by transaction type, each with
-/// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
-/// type's transactions per second of the time spent in them), and the booleans
-/// `same_answers` and `same_totals` (every mode answered alike, and ended with the
-/// same database totals).
-pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
-    let mut root = serde_json::Map::new();
-    for kind in TxnKind::ALL {
-        let mut o = serde_json::Map::new();
-        for r in results {
-            let m = r.report.mode.name();
-            let num = |v: Option<f64>| v.map_or(serde_json::Value::Null, |v| round1(v).into());
-            o.insert(
-                format!("{m}_p50_us"),
-                num(r.report.percentile_us(kind, 50.0)),
-            );
-            o.insert(
-                format!("{m}_p95_us"),
-                num(r.report.percentile_us(kind, 95.0)),
-            );
-            o.insert(format!("{m}_count"), r.report.count_of(kind).into());
-            o.insert(
-                format!("{m}_tps"),
-                round1(r.report.throughput_of(kind)).into(),
-            );
-        }
-        root.insert(kind.name().to_string(), o.into());
-    }
-    let (same_answers, same_totals) = agreement(results);
-    root.insert("same_answers".into(), same_answers.into());
-    root.insert("same_totals".into(), same_totals.into());
-    root.into()
-}
-
-/// Whether every mode gave the same answers, and ended with the same database totals.
-fn agreement(results: &[CompareResult]) -> (bool, bool) {
-    let Some(first) = results.first() else {
-        return (true, true);
-    };
-    (
-        results
-            .iter()
-            .all(|r| r.report.digest == first.report.digest),
-        results
-            .iter()
-            .all(|r| r.summary_digest == first.summary_digest),
-    )
-}
-
-fn round1(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,35 +364,5 @@ mod tests {
         std::fs::write(&path, "1 2 3 4\n").unwrap();
         assert!(read_ack_log(&path).is_err());
         assert!(read_ack_log(&dir.path().join("missing")).is_err());
-    }
-}
-
-#[cfg(test)]
-mod json_tests {
-    use super::*;
-
-    #[test]
-    fn compare_results_survive_the_trip_through_json() {
-        let mut report = RunReport::new(Mode::Sequential);
-        report.latencies[0] = vec![1, 2, u64::MAX];
-        report.latencies[4] = vec![7];
-        report.rolled_back = 3;
-        report.busy = Duration::from_nanos(123_456_789);
-        report.digest = u64::MAX - 1;
-        report.load_time = Some(Duration::from_millis(1500));
-        let r = CompareResult {
-            report,
-            summary_digest: 42,
-            total_orders: 30_885,
-        };
-        let back = CompareResult::from_json(&r.to_json()).unwrap();
-        assert_eq!(back.report.mode, Mode::Sequential);
-        assert_eq!(back.report.latencies, r.report.latencies);
-        assert_eq!(back.report.rolled_back, 3);
-        assert_eq!(back.report.busy, r.report.busy);
-        assert_eq!(back.report.digest, r.report.digest);
-        assert_eq!(back.report.load_time, r.report.load_time);
-        assert_eq!((back.summary_digest, back.total_orders), (42, 30_885));
-        assert!(CompareResult::from_json(&serde_json::json!({"mode": "sqlite"})).is_err());
     }
 }
