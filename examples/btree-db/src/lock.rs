@@ -94,6 +94,18 @@ impl TxnLocks {
         self.held.capacity()
     }
 
+    /// Counts one more acquisition of `name` if it is already held in `mode` or
+    /// stronger (no lock manager call needed); `false` otherwise.
+    fn count_again(&mut self, name: u64, mode: LockMode) -> bool {
+        match self.held.get_mut(&name) {
+            Some((held, count)) if *held >= mode => {
+                *count += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Forgets everything (the map keeps its capacity for the next transaction).
     pub(crate) fn clear(&mut self) {
         self.held.clear();
@@ -161,28 +173,47 @@ impl LockManager {
         name: u64,
         mode: LockMode,
     ) -> Result<bool> {
-        if let Some((held, count)) = locks.held.get_mut(&name)
-            && *held >= mode
-        {
-            *count += 1;
+        if locks.count_again(name, mode) {
             return Ok(false);
         }
+        // Read the clock only once we have to wait.
+        self.wait_for(txn, name, mode, None, Some(locks))
+    }
+
+    /// Waits until `name` can be granted to `txn` in `mode` (deadlock detection;
+    /// until `deadline`, or the timeout from the first wait when `None`). With
+    /// `grant`, grants it and counts it there; without, leaves it to the caller
+    /// to try again. Returns whether it had to wait.
+    fn wait_for(
+        &self,
+        txn: u64,
+        name: u64,
+        mode: LockMode,
+        mut deadline: Option<Instant>,
+        grant: Option<&mut TxnLocks>,
+    ) -> Result<bool> {
         let shard = self.shard(name);
         let mut table = lock(&shard.table);
         let mut waited = false;
-        // Read the clock only once we have to wait.
-        let mut deadline = None;
         loop {
             let entry = table.entry(name).or_default();
             if !entry.conflicts(txn, mode) {
-                entry.grant(txn, mode);
                 if waited {
                     entry.waiters -= 1;
                     lock(&self.waits_for).remove(&txn);
                 }
-                let e = locks.held.entry(name).or_insert((mode, 0));
-                e.0 = e.0.max(mode);
-                e.1 += 1;
+                match grant {
+                    Some(locks) => {
+                        entry.grant(txn, mode);
+                        let e = locks.held.entry(name).or_insert((mode, 0));
+                        e.0 = e.0.max(mode);
+                        e.1 += 1;
+                    }
+                    None if entry.is_free() && entry.waiters == 0 => {
+                        table.remove(&name);
+                    }
+                    None => {}
+                }
                 return Ok(waited);
             }
             let blockers: Vec<u64> = entry.holders().map(|h| h.0).filter(|&t| t != txn).collect();
@@ -250,10 +281,7 @@ impl LockManager {
         name: u64,
         mode: LockMode,
     ) -> bool {
-        if let Some((held, count)) = locks.held.get_mut(&name)
-            && *held >= mode
-        {
-            *count += 1;
+        if locks.count_again(name, mode) {
             return true;
         }
         let mut table = lock(&self.shard(name).table);
@@ -281,40 +309,8 @@ impl LockManager {
         mode: LockMode,
         deadline: Instant,
     ) -> Result<()> {
-        let shard = self.shard(name);
-        let mut table = lock(&shard.table);
-        let mut waiting = false;
-        loop {
-            let entry = table.entry(name).or_default();
-            if !entry.conflicts(txn, mode) {
-                if waiting {
-                    entry.waiters -= 1;
-                    lock(&self.waits_for).remove(&txn);
-                }
-                if entry.is_free() && entry.waiters == 0 {
-                    table.remove(&name);
-                }
-                return Ok(());
-            }
-            let blockers: Vec<u64> = entry.holders().map(|h| h.0).filter(|&t| t != txn).collect();
-            if !waiting {
-                entry.waiters += 1;
-                waiting = true;
-            }
-            if self.would_deadlock(txn, blockers) {
-                return Err(self.give_up(&mut table, name, txn, Error::Deadlock));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(self.give_up(&mut table, name, txn, Error::LockTimeout));
-            }
-            let wait = (deadline - now).min(Duration::from_millis(20));
-            table = shard
-                .cond
-                .wait_timeout(table, wait)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        self.wait_for(txn, name, mode, Some(deadline), None)
+            .map(|_| ())
     }
 
     /// How long a lock wait may last.
