@@ -4,32 +4,23 @@
 //! be those of the transactions run in order, and no rolled-back epoch may leave a
 //! write, a pin or a lock behind. (A file of its own: injection is process-wide.)
 
+mod common;
+use common::mix;
+
 use tpcc::driver::{self, Limit, RunOptions};
 use tpcc::engine::kv::KvEngine;
 use tpcc::engine::memory::MemoryKv;
 use tpcc::engine::sequential;
 use tpcc::engine::{Engine, Mode, Sync};
-use tpcc::schema::{Meta, Scale};
+use tpcc::schema::Scale;
 
 const SEED: u64 = 31;
-
-fn mix(engine: &mut dyn Engine, meta: Meta, n: u64) -> (u64, tpcc::engine::Summary) {
-    let opts = RunOptions {
-        limit: Limit::Transactions(n),
-        seed: SEED + 1,
-        progress: false,
-    };
-    let report = driver::run(engine, meta, &opts, &mut |_, _, _| Ok(())).unwrap();
-    let summary = engine.summary().unwrap();
-    summary.check().unwrap();
-    (report.digest, summary)
-}
 
 #[test]
 fn injected_violations_change_nothing() {
     let mut reference = KvEngine::new(MemoryKv::new(), Mode::Sequential);
     let meta = driver::load(&mut reference, 1, Scale::SMALL, SEED, false).unwrap();
-    let expected = mix(&mut reference, meta, 500);
+    let expected = mix(&mut reference, meta, 500, SEED + 1);
 
     // One tracked access in four rolls its epoch back.
     tls_runtime::inject_violations(250_000);

@@ -3,13 +3,16 @@
 //! thread count, also when orders name one item twice (a true dependence between two
 //! epochs of one loop), with nothing left pinned or locked afterwards.
 
+mod common;
+use common::mix;
+
 use std::path::Path;
 
-use tpcc::driver::{self, Limit, RunOptions};
+use tpcc::driver;
 use tpcc::engine::kv::KvEngine;
 use tpcc::engine::memory::MemoryKv;
 use tpcc::engine::sequential::{self, BTreeStore};
-use tpcc::engine::{Engine, Mode, Summary, Sync};
+use tpcc::engine::{Engine, Mode, Sync};
 use tpcc::schema::{Meta, Scale};
 use tpcc::workload::{NewOrderOutput, Terminal};
 
@@ -28,18 +31,6 @@ fn btree(dir: &Path, mode: Mode) -> (KvEngine<BTreeStore>, Meta) {
 }
 
 /// Runs the standard mix: the digest of every answer, and the final database.
-fn mix(engine: &mut dyn Engine, meta: Meta, n: u64) -> (u64, Summary) {
-    let opts = RunOptions {
-        limit: Limit::Transactions(n),
-        seed: SEED + 1,
-        progress: false,
-    };
-    let report = driver::run(engine, meta, &opts, &mut |_, _, _| Ok(())).unwrap();
-    let summary = engine.summary().unwrap();
-    summary.check().unwrap();
-    (report.digest, summary)
-}
-
 fn assert_idle(e: &mut KvEngine<BTreeStore>, context: &str) {
     let db = e.store_mut().database();
     assert_eq!(
@@ -53,12 +44,12 @@ fn assert_idle(e: &mut KvEngine<BTreeStore>, context: &str) {
 #[test]
 fn tls_gives_the_sequential_result_at_every_thread_count() {
     let (mut reference, meta) = memory(Mode::Sequential);
-    let expected = mix(&mut reference, meta, 600);
+    let expected = mix(&mut reference, meta, 600, SEED + 1);
     for threads in [1, 2, 4] {
         let (mut m, meta) = memory(Mode::Tls);
         m.set_threads(Some(threads));
         assert_eq!(
-            mix(&mut m, meta, 600),
+            mix(&mut m, meta, 600, SEED + 1),
             expected,
             "memory, {threads} threads"
         );
@@ -66,7 +57,11 @@ fn tls_gives_the_sequential_result_at_every_thread_count() {
         let dir = tempfile::tempdir().unwrap();
         let (mut b, meta) = btree(dir.path(), Mode::Tls);
         b.set_threads(Some(threads));
-        assert_eq!(mix(&mut b, meta, 600), expected, "btree, {threads} threads");
+        assert_eq!(
+            mix(&mut b, meta, 600, SEED + 1),
+            expected,
+            "btree, {threads} threads"
+        );
         assert_idle(&mut b, &format!("{threads} threads"));
     }
 }
@@ -123,7 +118,7 @@ fn repeated_items_give_the_sequential_result() {
 #[test]
 fn sequential_and_tls_alternate_on_one_database() {
     let (mut reference, meta) = memory(Mode::Sequential);
-    let expected = mix(&mut reference, meta, 400);
+    let expected = mix(&mut reference, meta, 400, SEED + 1);
     let dir = tempfile::tempdir().unwrap();
     let (mut b, meta) = btree(dir.path(), Mode::Sequential);
     b.set_threads(Some(2));
