@@ -19,6 +19,7 @@
 //! | `wal` | write-ahead log: records (`wal/record`), LSNs, group commit, segments |
 //! | `buffer` | buffer pool: `get_page` / `put_page`, pins, dirty pages, 2Q-style clock |
 //! | `lock` | record lock manager: shared / exclusive, deadlock detection |
+//! | `chain` | a transaction's undo chain (last LSN, undo entries), shareable between threads |
 //! | `btree` | Lehman-Yao B-link tree: allocation, search, insert, delete, checks, cursors |
 //! | `recovery` | crash recovery: analysis, redo (repeat history), undo losers |
 //! | `options` | [`Options`], [`SyncMode`], [`Limits`], [`Stats`] |
@@ -117,6 +118,7 @@
 mod btree;
 mod buffer;
 mod catalog;
+mod chain;
 mod db;
 mod ddl;
 mod error;

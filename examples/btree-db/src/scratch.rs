@@ -4,18 +4,9 @@
 //! the hot path does not allocate.
 
 use crate::btree::LogCtx;
+use crate::chain::UndoEntry;
 use crate::error::PageId;
 use crate::lock::TxnLocks;
-
-/// One change to undo: slices of the transaction's undo arena.
-pub(crate) struct UndoEntry {
-    pub(crate) table: PageId,
-    pub(crate) key: (u32, u32),
-    /// `None` if the key did not exist before.
-    pub(crate) old: Option<(u32, u32)>,
-    /// The LSN before the change's record (a compensation's undo-next).
-    pub(crate) prev_lsn: u64,
-}
 
 /// A transaction's buffers, recycled between transactions so the hot path
 /// does not allocate.

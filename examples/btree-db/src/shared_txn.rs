@@ -12,34 +12,36 @@
 //!   a wait for another transaction's lock happens with it released (only
 //!   opening a table, whose shared lock waits for nothing but a table being
 //!   dropped, waits under it);
-//! - the rest of the transaction (the log chain, undo entries, leaf hints) stays
-//!   in the `Txn`, behind a second mutex that only writes take, for the length of
-//!   the change: a write's log record and undo entry must follow the
-//!   transaction's previous ones.
+//! - the undo chain (the last LSN and the undo entries) moves behind a second
+//!   mutex that a write holds only around its log append (see
+//!   [`crate::chain`]); each thread has its own record buffers, so the
+//!   descent, the latch and the change to the page run in parallel with the
+//!   other threads' writes;
+//! - the rest of the transaction stays in the `Txn`, behind a third mutex
+//!   taken once, to register the transaction as a writer before its first
+//!   change.
 //!
 //! So a read never waits for another thread's write in progress: it counts its
 //! lock and walks the tree with no mutex held (the lock is held to the
-//! transaction's end). Both mutexes are tried in a spin first: their holders
-//! are the loop's other threads, in for microseconds, and a thread put to sleep
-//! takes tens of microseconds to wake on a small machine.
+//! transaction's end), and writes to different pages wait for each other only
+//! for their log appends. The mutexes are tried in a spin first: their
+//! holders are the loop's other threads, in for microseconds, and a thread put
+//! to sleep takes tens of microseconds to wake on a small machine.
 //!
 //! Dropping the handle gives the locks and tables back to the transaction, which
 //! then commits or aborts as usual.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::btree::{Modify, Outcome};
+use crate::btree::{LogCtx, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
+use crate::chain::{Chain, spin_lock};
 use crate::db::Database;
 use crate::error::{Error, PageId, Result};
 use crate::lock::{LockMode, TxnLocks, lock_name};
 use crate::txn::Txn;
-
-/// How many times a thread tries a mutex before it sleeps on it (tens of
-/// microseconds of spinning).
-const SPINS: u32 = 4096;
 
 /// Trees whose last leaf the handle remembers for reads.
 const HINTS: usize = 8;
@@ -65,6 +67,11 @@ pub struct SharedTxn<'t, 'db> {
     id: u64,
     txn: Mutex<&'t mut Txn<'db>>,
     lent: Mutex<Lent>,
+    chain: Arc<Mutex<Chain>>,
+    /// Record buffers for writes, one taken per write in progress.
+    ctxs: Mutex<Vec<LogCtx>>,
+    /// Whether the transaction is registered as a writer.
+    registered: AtomicBool,
     /// Per tree (root, last leaf read): a guess that saves descents on
     /// ascending reads; any thread may overwrite it, a wrong one costs a
     /// descent.
@@ -78,28 +85,18 @@ impl<'db> Txn<'db> {
     /// the handle is dropped.
     pub fn share(&mut self) -> SharedTxn<'_, 'db> {
         let (locks, tables) = self.lend_locks();
+        let chain = self.lend_chain();
         SharedTxn {
             db: self.database(),
             id: self.id(),
             txn: Mutex::new(self),
             lent: Mutex::new(Lent { locks, tables }),
+            chain,
+            ctxs: Mutex::new(Vec::new()),
+            registered: AtomicBool::new(false),
             hints: Default::default(),
         }
     }
-}
-
-/// Locks `m`, spinning first (see the module docs). A panic inside a call
-/// leaves the transaction as a failed call on one thread would: the caller
-/// aborts it.
-fn spin_lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    for _ in 0..SPINS {
-        match m.try_lock() {
-            Ok(g) => return g,
-            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
-        }
-    }
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl SharedTxn<'_, '_> {
@@ -211,12 +208,45 @@ impl SharedTxn<'_, '_> {
     }
 
     fn write(&self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+        self.write_at(table, key, m, LeafHint::default())
+    }
+
+    /// Takes the exclusive record lock and changes `key`, starting from `at`
+    /// if this transaction found it there in this tree, else from the tree's
+    /// hint.
+    fn write_at(&self, table: TableId, key: &[u8], m: Modify<'_>, at: LeafHint) -> Result<Outcome> {
         let value = match m {
             Modify::Insert(v) | Modify::Update(v) | Modify::Put(v) => Some(v),
             Modify::Delete => None,
         };
         let root = self.lock(table, key, value, LockMode::Exclusive)?;
-        spin_lock(&self.txn).modify_locked(root, key, m)
+        if !self.registered.load(Ordering::Acquire) {
+            spin_lock(&self.txn).register_writer();
+            self.registered.store(true, Ordering::Release);
+        }
+        let hint = self.hint(root);
+        // Only a leaf this transaction found in this tree: pages do not leave a
+        // tree while its table lock is held, which is the transaction's.
+        let mut leaf = if at.txn == self.id && at.table == root && at.leaf != 0 {
+            at.leaf
+        } else {
+            hint.map_or(0, |h| h.load(Ordering::Relaxed))
+        };
+        let mut ctx = spin_lock(&self.ctxs).pop().unwrap_or_else(|| LogCtx {
+            txn: self.id,
+            chain: Some(Arc::clone(&self.chain)),
+            ..LogCtx::default()
+        });
+        let mode = LogMode::Undoable { table: root };
+        let out = self
+            .db
+            .store
+            .modify(root, key, m, mode, &mut ctx, &mut leaf);
+        spin_lock(&self.ctxs).push(ctx);
+        if let Some(h) = hint {
+            h.store(leaf, Ordering::Relaxed);
+        }
+        out
     }
 
     /// Inserts a new key; `DuplicateKey` if present.
@@ -240,15 +270,7 @@ impl SharedTxn<'_, '_> {
     /// transaction or table is ignored; a leaf that no longer holds the key (it
     /// split meanwhile) costs a descent.
     pub fn update_at(&self, table: TableId, key: &[u8], value: &[u8], at: LeafHint) -> Result<()> {
-        let root = self.lock(table, key, Some(value), LockMode::Exclusive)?;
-        // Only a leaf this transaction found in this tree: pages do not leave a
-        // tree while its table lock is held, which is the transaction's.
-        let mut leaf = if at.txn == self.id && at.table == root {
-            at.leaf
-        } else {
-            0
-        };
-        match spin_lock(&self.txn).modify_locked_at(root, key, Modify::Update(value), &mut leaf)? {
+        match self.write_at(table, key, Modify::Update(value), at)? {
             Outcome::Missing => Err(Error::NotFound),
             _ => Ok(()),
         }

@@ -7,14 +7,16 @@
 //! reverse order, logging a compensation record for each.
 
 use std::ops::Bound;
+use std::sync::{Arc, Mutex};
 
 use crate::btree::{CursorState, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
+use crate::chain::{Chain, push_undo, spin_lock};
 use crate::db::Database;
 use crate::error::{Error, PageId, Result};
 use crate::lock::{LockMode, TxnLocks, lock_name, table_lock_name};
 use crate::options::SyncMode;
-use crate::scratch::{TxnScratch, UndoEntry};
+use crate::scratch::TxnScratch;
 use crate::stripes::stripe;
 use crate::wal::{KIND_ABORT, KIND_COMMIT};
 
@@ -39,6 +41,8 @@ pub struct Txn<'db> {
     /// Its locks are lent to a `SharedTxn` (set by `share`, cleared when the
     /// handle gives them back).
     lent: bool,
+    /// Its undo chain, while lent to a `SharedTxn` (see [`Txn::lend_chain`]).
+    chain: Option<Arc<Mutex<Chain>>>,
 }
 
 impl<'db> Txn<'db> {
@@ -51,6 +55,7 @@ impl<'db> Txn<'db> {
             wrote: None,
             done: false,
             lent: false,
+            chain: None,
         }
     }
 
@@ -166,8 +171,9 @@ impl<'db> Txn<'db> {
         )
     }
 
-    /// Takes back what [`Txn::lend_locks`] lent.
+    /// Takes back what [`Txn::lend_locks`] and [`Txn::lend_chain`] lent.
     pub(crate) fn return_locks(&mut self, locks: TxnLocks, tables: Vec<PageId>) {
+        self.reclaim_chain();
         self.lent = false;
         self.s.locks = locks;
         self.s.tables = tables;
@@ -232,9 +238,7 @@ impl<'db> Txn<'db> {
         m: Modify<'_>,
         leaf: &mut PageId,
     ) -> Result<Outcome> {
-        if self.wrote.is_none() {
-            self.wrote = Some(self.db.register_writer(self.id));
-        }
+        self.register_writer();
         let prev_lsn = self.s.ctx.prev;
         let out = self.db.store.modify(
             root,
@@ -245,29 +249,44 @@ impl<'db> Txn<'db> {
             leaf,
         )?;
         if out == Outcome::Done {
-            let k = self.stash(key);
-            let old = if self.s.ctx.had_old {
-                let o = std::mem::take(&mut self.s.ctx.old);
-                let r = self.stash(&o);
-                self.s.ctx.old = o;
-                Some(r)
-            } else {
-                None
-            };
-            self.s.undo.push(UndoEntry {
-                table: root,
-                key: k,
-                old,
-                prev_lsn,
-            });
+            let TxnScratch {
+                ctx, undo, arena, ..
+            } = &mut self.s;
+            let old = ctx.had_old.then_some(ctx.old.as_slice());
+            push_undo(undo, arena, root, key, old, prev_lsn);
         }
         Ok(out)
     }
 
-    fn stash(&mut self, b: &[u8]) -> (u32, u32) {
-        let start = self.s.arena.len() as u32;
-        self.s.arena.extend_from_slice(b);
-        (start, b.len() as u32)
+    /// Registers the transaction as a writer (checkpoints keep the log of
+    /// unfinished writers) before its first change.
+    pub(crate) fn register_writer(&mut self) {
+        if self.wrote.is_none() {
+            self.wrote = Some(self.db.register_writer(self.id));
+        }
+    }
+
+    /// Moves the undo chain behind a mutex for a [`crate::SharedTxn`]'s
+    /// threads; the transaction keeps a reference, so that it gets the chain
+    /// back even from a handle that was forgotten rather than dropped.
+    pub(crate) fn lend_chain(&mut self) -> Arc<Mutex<Chain>> {
+        let chain = Arc::new(Mutex::new(Chain {
+            prev: self.s.ctx.prev,
+            undo: std::mem::take(&mut self.s.undo),
+            arena: std::mem::take(&mut self.s.arena),
+        }));
+        self.chain = Some(Arc::clone(&chain));
+        chain
+    }
+
+    /// Takes back what [`Txn::lend_chain`] lent, if anything.
+    fn reclaim_chain(&mut self) {
+        if let Some(chain) = self.chain.take() {
+            let mut c = spin_lock(&chain);
+            self.s.ctx.prev = c.prev;
+            self.s.undo = std::mem::take(&mut c.undo);
+            self.s.arena = std::mem::take(&mut c.arena);
+        }
     }
 
     fn write(&mut self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
@@ -437,6 +456,7 @@ impl<'db> Txn<'db> {
 
     fn rollback(&mut self) -> Result<()> {
         self.done = true;
+        self.reclaim_chain();
         if let Some(at) = self.wrote {
             if let Err(e) = self.undo_all() {
                 // The undo could not finish. Its locks stay held, so nobody

@@ -2,10 +2,11 @@
 //! through, the log seam ([`Store::log`]), and the types describing a key
 //! change and how it is logged.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::buffer::{BufferPool, MAX_PAGES};
+use crate::chain::Chain;
 use crate::error::{Error, PageId, Result};
 use crate::node;
 use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess, PageWrite};
@@ -51,10 +52,15 @@ pub(crate) struct LogCtx {
     /// Records built for structure changes (kept apart from `rec`).
     pub(crate) smo: RecBuilder,
     pub(crate) txn: u64,
-    /// The transaction's last LSN (the next record's `prev`).
+    /// The transaction's last LSN (the next record's `prev`), unless `chain`
+    /// keeps it.
     pub(crate) prev: u64,
     pub(crate) old: Vec<u8>,
     pub(crate) had_old: bool,
+    /// The undo chain of a transaction lent to several threads: an undoable
+    /// change then takes its `prev` from it and records its undo entry in it,
+    /// in one step with the append (see [`crate::chain`]).
+    pub(crate) chain: Option<Arc<Mutex<Chain>>>,
 }
 
 /// Page allocation and the B-link tree operations.

@@ -2,6 +2,7 @@
 //! changes, and the two steps of a split (half split, separator post).
 
 use crate::buffer::PinnedPage;
+use crate::chain::{Chain, push_undo, spin_lock};
 use crate::error::{PageId, Result};
 use crate::frame::PageMut;
 use crate::node;
@@ -266,20 +267,41 @@ impl Store {
         id: PageId,
         g: &mut PageMut<'_>,
     ) {
-        let rec = &mut ctx.rec;
+        let LogCtx {
+            rec,
+            txn,
+            prev,
+            old,
+            had_old,
+            chain,
+            ..
+        } = ctx;
+        let old = had_old.then_some(old.as_slice());
+        // A lent transaction's chain is held from reading `prev` to recording
+        // the undo entry (see `crate::chain`).
+        let mut shared = chain.as_deref().map(spin_lock);
+        let prev = match &mut shared {
+            Some(c) => &mut c.prev,
+            None => prev,
+        };
+        let before = *prev;
         match mode {
             LogMode::Undoable { table } => {
-                rec.begin(ctx.txn, ctx.prev, KIND_UPDATE);
-                rec.update_header(table, key, ctx.had_old.then_some(ctx.old.as_slice()));
+                rec.begin(*txn, before, KIND_UPDATE);
+                rec.update_header(table, key, old);
             }
             LogMode::Compensation { undo_next } => {
-                rec.begin(ctx.txn, ctx.prev, KIND_CLR);
+                rec.begin(*txn, before, KIND_CLR);
                 rec.clr_header(undo_next);
             }
         }
         rec.start_ops();
         op(rec);
-        ctx.prev = self.log(rec, &mut [(id, g)]);
+        *prev = self.log(rec, &mut [(id, g)]);
+        if let (Some(c), LogMode::Undoable { table }) = (&mut shared, mode) {
+            let Chain { undo, arena, .. } = &mut **c;
+            push_undo(undo, arena, table, key, old, before);
+        }
     }
 
     /// Splits the latched node `p` (one redo-only record) and returns the
