@@ -71,9 +71,14 @@ enum Command {
         /// After each New Order commits, append `w d o_id` to this file and flush it.
         #[arg(long)]
         ack_log: Option<PathBuf>,
-        /// Seed of the transaction sequence (default: from the clock).
+        /// Seed of the transaction sequence (default: from the clock); terminal `t`
+        /// (from 0) runs the sequence of seed + t.
         #[arg(long)]
         seed: Option<u64>,
+        /// Terminals running at once, one thread each, on the one database (modes
+        /// sequential and tls). A transaction limit is shared among them.
+        #[arg(long, default_value_t = 1)]
+        terminals: usize,
     },
     /// Check consistency conditions 1-4 (after crash recovery) and expected orders.
     Check {
@@ -203,6 +208,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sync,
             ack_log,
             seed,
+            terminals,
         } => {
             let limit = match (transactions, duration) {
                 (Some(n), _) => Limit::Transactions(n),
@@ -212,29 +218,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 (None, None) => bail!("give --transactions N or --duration SECS"),
             };
-            let mut engine = engine::open(&db, mode, sync)?;
-            let meta = engine.meta()?;
+            let mut engines = engine::open_terminals(&db, mode, sync, terminals)?;
+            let meta = engines[0].meta()?;
             let mut ack = ack_log.as_deref().map(AckLog::open).transpose()?;
             let opts = RunOptions {
                 limit,
                 seed: seed.unwrap_or_else(|| driver::now_micros() as u64),
                 progress: show,
             };
-            let report = driver::run(
-                engine.as_mut(),
-                meta,
-                &opts,
-                &mut |w, d, o| match &mut ack {
-                    Some(log) => log.ack(w, d, o),
-                    None => Ok(()),
-                },
-            )?;
+            let mut acknowledge = |w, d, o| match &mut ack {
+                Some(log) => log.ack(w, d, o),
+                None => Ok(()),
+            };
+            let report = if engines.len() == 1 {
+                driver::run(engines[0].as_mut(), meta, &opts, &mut acknowledge)?
+            } else {
+                driver::run_terminals(&mut engines, meta, &opts, &mut acknowledge)?
+            };
             println!(
-                "{} transactions in {:.2} s ({:.0} tx/s), {} New Orders rolled back",
+                "{} transactions in {:.2} s ({:.0} tx/s) on {} terminal(s), {} New Orders \
+                 rolled back, {} run again after losing a lock conflict",
                 report.count(),
                 report.busy.as_secs_f64(),
                 report.throughput(),
-                report.rolled_back
+                engines.len(),
+                report.rolled_back,
+                report.retried
             );
             for kind in tpcc::workload::TxnKind::ALL {
                 if let (Some(p50), Some(p95)) = (

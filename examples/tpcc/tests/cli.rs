@@ -78,6 +78,31 @@ fn load_run_check(mode: &str, dir: &Path) {
     ok(&["run", "--db", db, "--duration", "0.5", "--ack-log", ack]);
     ok(&["check", "--db", db, "--expect-orders", ack]);
 
+    // Several terminals at once, where the engine runs them.
+    let terminals = [
+        "run",
+        "--db",
+        db,
+        "--transactions",
+        "300",
+        "--terminals",
+        "3",
+    ];
+    if mode == "sqlite" {
+        fails(&terminals, "runs one terminal");
+    } else {
+        // In mode tls: the terminals' loops run as speculative epochs.
+        let mut args = terminals.to_vec();
+        args.extend(["--ack-log", ack, "--mode", "tls"]);
+        let out = ok(&args);
+        assert!(out.contains("on 3 terminal(s)"), "{out}");
+        ok(&["check", "--db", db, "--expect-orders", ack]);
+    }
+    fails(
+        &["run", "--db", db, "--transactions", "1", "--terminals", "0"],
+        "at least 1",
+    );
+
     // An order that was never placed must make the check fail.
     let mut lines = std::fs::read_to_string(ack).unwrap();
     lines.push_str("2 7 99999\n");

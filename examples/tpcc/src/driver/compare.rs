@@ -58,6 +58,7 @@ impl CompareResult {
                 mode,
                 latencies,
                 rolled_back: u("rolled_back")?,
+                retried: 0,
                 busy: Duration::from_nanos(u("busy_ns")?),
                 digest: u("digest")?,
                 load_time: v["load_ns"].as_u64().map(Duration::from_nanos),

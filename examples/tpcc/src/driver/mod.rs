@@ -16,8 +16,10 @@ use crate::schema::{Meta, Scale};
 use crate::workload::{Terminal, TxnInput, TxnKind, TxnOutput};
 
 mod compare;
+mod terminals;
 
 pub use compare::{CompareResult, compare, format_json, format_table};
+pub use terminals::run_terminals;
 
 /// Microseconds since the Unix epoch: the spec's "current date/time".
 pub fn now_micros() -> i64 {
@@ -56,6 +58,8 @@ pub struct RunReport {
     pub latencies: [Vec<u64>; 5],
     /// New Orders that rolled back on the unused item.
     pub rolled_back: u64,
+    /// Transactions run again after losing a lock conflict to another terminal.
+    pub retried: u64,
     /// Wall time of the run, transactions only.
     pub busy: Duration,
     /// A hash of every transaction's output, in order: equal digests mean two engines
@@ -71,6 +75,7 @@ impl RunReport {
             mode,
             latencies: Default::default(),
             rolled_back: 0,
+            retried: 0,
             busy: Duration::ZERO,
             digest: 0,
             load_time: None,
@@ -156,6 +161,21 @@ pub fn run(
     Ok(runner.finish())
 }
 
+/// How many times a transaction that lost a lock conflict runs again before the run
+/// fails.
+const MAX_RETRIES: u32 = 50;
+
+/// Whether `e` says the transaction lost a lock conflict (a deadlock victim, or a lock
+/// wait that timed out): it was aborted and can run again.
+fn lost_a_lock_conflict(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<btree_db::Error>(),
+            Some(btree_db::Error::Deadlock | btree_db::Error::LockTimeout)
+        )
+    })
+}
+
 /// One terminal's run in progress: the seeded sequence, and what was measured so far.
 /// [`run`] drives one to the end; `compare` interleaves several, one per engine.
 pub struct Runner {
@@ -192,8 +212,24 @@ impl Runner {
     ) -> Result<()> {
         let input = self.terminal.next(now_micros());
         let t0 = Instant::now();
-        let output = engine::execute(engine, &input)
-            .with_context(|| format!("{} failed (input {input:?})", input.kind().name()))?;
+        let mut tries = 0;
+        let output = loop {
+            match engine::execute(engine, &input) {
+                Ok(out) => break out,
+                // Another terminal's transaction won a lock conflict: this one was
+                // aborted, and runs again, as a TPC-C terminal resubmits it.
+                Err(e) if tries < MAX_RETRIES && lost_a_lock_conflict(&e) => {
+                    tries += 1;
+                    self.report.retried += 1;
+                    std::thread::sleep(Duration::from_micros(50 << tries.min(6)));
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("{} failed (input {input:?})", input.kind().name())
+                    });
+                }
+            }
+        };
         let dt = t0.elapsed();
         let report = &mut self.report;
         report.busy += dt;

@@ -63,8 +63,53 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
             path.display()
         );
     }
+    let mode = resolve_mode(path, mode)?;
+    let engine: Box<dyn Engine> = match mode {
+        Mode::Sqlite => Box::new(sqlite::SqliteEngine::open(path, sync)?),
+        Mode::Sequential | Mode::Tls => Box::new(sequential::open(path, sync, mode)?),
+    };
+    Ok(engine)
+}
+
+/// Opens `terminals` engines on the database at `path` (see [`open`]), each to be
+/// driven by its own thread; their transactions run at the same time. Our engine's
+/// modes share one open database; SQLite runs one terminal.
+pub fn open_terminals(
+    path: &Path,
+    mode: Option<Mode>,
+    sync: Sync,
+    terminals: usize,
+) -> Result<Vec<Box<dyn Engine + Send>>> {
+    if terminals == 0 {
+        bail!("--terminals must be at least 1");
+    }
+    if !path.exists() {
+        return open(path, mode, sync).map(|_| Vec::new());
+    }
+    let mode = resolve_mode(path, mode)?;
+    if mode == Mode::Sqlite {
+        if terminals > 1 {
+            bail!(
+                "the sqlite engine runs one terminal; --terminals > 1 needs a sequential or \
+                 tls database"
+            );
+        }
+        return Ok(vec![Box::new(sqlite::SqliteEngine::open(path, sync)?)]);
+    }
+    let first = sequential::open(path, sync, mode)?;
+    let mut engines: Vec<Box<dyn Engine + Send>> = Vec::with_capacity(terminals);
+    for _ in 1..terminals {
+        engines.push(Box::new(first.another_terminal()?));
+    }
+    engines.insert(0, Box::new(first));
+    Ok(engines)
+}
+
+/// The mode to run the database at `path` in: `mode`, checked against the engine that
+/// wrote the file (a sequential database also runs in mode tls), else that engine.
+fn resolve_mode(path: &Path, mode: Option<Mode>) -> Result<Mode> {
     let found = detect(path)?;
-    let mode = match mode {
+    Ok(match mode {
         None => found,
         Some(Mode::Tls) if found == Mode::Sequential => Mode::Tls,
         Some(m) if m == found => m,
@@ -72,12 +117,7 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
             "{} is a {found} database; it cannot be run in mode {m} (load one with --mode {m})",
             path.display()
         ),
-    };
-    let engine: Box<dyn Engine> = match mode {
-        Mode::Sqlite => Box::new(sqlite::SqliteEngine::open(path, sync)?),
-        Mode::Sequential | Mode::Tls => Box::new(sequential::open(path, sync, mode)?),
-    };
-    Ok(engine)
+    })
 }
 
 /// Which engine wrote the file at `path`, from its first bytes.

@@ -122,6 +122,15 @@ impl KvStore for BTreeStore {
     fn checkpoint(&mut self) -> Result<()> {
         self.db.checkpoint().context("checkpoint")
     }
+
+    fn another(&self) -> Result<Self> {
+        Ok(Self {
+            db: Arc::clone(&self.db),
+            tables: self.tables,
+            key: Vec::with_capacity(64),
+            value: Vec::with_capacity(1024),
+        })
+    }
 }
 
 /// A transaction of [`BTreeStore`].

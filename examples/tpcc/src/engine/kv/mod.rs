@@ -37,6 +37,14 @@ pub trait KvStore {
     fn checkpoint(&mut self) -> Result<()> {
         Ok(())
     }
+    /// A second handle to the same data, whose transactions run at the same time as
+    /// this one's (several terminals); stores that cannot do that say so.
+    fn another(&self) -> Result<Self>
+    where
+        Self: Sized,
+    {
+        anyhow::bail!("this store runs one terminal at a time")
+    }
 }
 
 /// The row operations of a transaction: what a transaction body, and a loop body run
@@ -181,6 +189,15 @@ impl<S: KvStore> KvEngine<S> {
     /// counts in one process.
     pub fn set_threads(&mut self, threads: Option<usize>) {
         self.bufs.threads = threads;
+    }
+
+    /// Another engine over a second handle to the same store (see
+    /// [`KvStore::another`]), in the same mode and with the same threads per loop:
+    /// one more terminal.
+    pub fn another_terminal(&self) -> Result<Self> {
+        let mut e = KvEngine::new(self.store.another()?, self.mode);
+        e.bufs.threads = self.bufs.threads;
+        Ok(e)
     }
 
     /// The store underneath.
