@@ -31,11 +31,12 @@
 //! Dropping the handle gives the locks and tables back to the transaction, which
 //! then commits or aborts as usual.
 
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::btree::{LogCtx, LogMode, Modify, Outcome};
+use crate::btree::{CursorState, LogCtx, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
 use crate::chain::{Chain, spin_lock};
 use crate::db::Database;
@@ -110,17 +111,47 @@ impl SharedTxn<'_, '_> {
         mode: LockMode,
     ) -> Result<PageId> {
         Txn::check_sizes_in(self.db, key, value)?;
+        let root = {
+            // The common case, opened and granted in one hold of the mutex.
+            let mut lent = spin_lock(&self.lent);
+            let Lent { locks, tables } = &mut *lent;
+            let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
+            if self
+                .db
+                .locks
+                .try_acquire(self.id, locks, lock_name(root, key), mode)
+            {
+                return Ok(root);
+            }
+            root
+        };
+        self.lock_in(root, key, mode)?;
+        Ok(root)
+    }
+
+    /// Opens the table (its shared table lock, once); returns its root.
+    fn open_table(&self, table: TableId) -> Result<PageId> {
+        let mut lent = spin_lock(&self.lent);
+        let Lent { locks, tables } = &mut *lent;
+        Txn::open_table_in(self.db, self.id, tables, locks, table)
+    }
+
+    /// Takes the record lock on `key` in the tree at `root`; returns whether it
+    /// had to wait for another transaction.
+    fn lock_in(&self, root: PageId, key: &[u8], mode: LockMode) -> Result<bool> {
         let mut deadline = None;
         loop {
             let name = {
                 let mut lent = spin_lock(&self.lent);
-                let Lent { locks, tables } = &mut *lent;
-                let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
                 let name = lock_name(root, key);
                 // Granted and counted in one step under the mutex, so that a
                 // sibling's `unlock_once` cannot slip in between.
-                if self.db.locks.try_acquire(self.id, locks, name, mode) {
-                    return Ok(root);
+                if self
+                    .db
+                    .locks
+                    .try_acquire(self.id, &mut lent.locks, name, mode)
+                {
+                    return Ok(deadline.is_some());
                 }
                 name
             };
@@ -284,6 +315,53 @@ impl SharedTxn<'_, '_> {
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&self, table: TableId, key: &[u8]) -> Result<bool> {
         Ok(self.write(table, key, Modify::Delete)? == Outcome::Done)
+    }
+
+    /// Calls `f` with each entry whose key is in `[lo, hi)` (no upper bound if
+    /// `hi` is `None`), in key order, until it returns `false`; each entry is
+    /// share-locked first and read again if it may have changed meanwhile, as
+    /// a [`Txn::scan`] cursor does (phantoms are not prevented). `f` runs with
+    /// the entry's leaf pinned, not latched.
+    pub fn scan(
+        &self,
+        table: TableId,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let root = self.open_table(table)?;
+        let store = &self.db.store;
+        let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut state = CursorState::open(store, root, Bound::Included(lo), hi)?;
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        // A panic in `f` unwinds through here: the pinned leaf is unpinned when
+        // the cursor's state drops.
+        let result = loop {
+            match state.next(store, &mut key, &mut value) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+            let waited = match self.lock_in(root, &key, LockMode::Shared) {
+                Ok(w) => w,
+                Err(e) => break Err(e),
+            };
+            if waited || !state.entry_unchanged() {
+                value.clear();
+                match store.get(root, &key, &mut value, &mut 0) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => break Err(e),
+                }
+            }
+            match f(&key, &value) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        state.close(store);
+        result
     }
 
     /// Undoes one acquisition of the record lock on `(table, key)` (the undo

@@ -276,3 +276,62 @@ fn parallel_writes_of_one_transaction_are_undone_by_abort_and_by_recovery() {
         assert_eq!(db.check_integrity().unwrap(), 300 + u64::from(crash));
     }
 }
+
+/// `SharedTxn::scan` from several threads at once: each sees exactly the committed
+/// entries of its range plus the transaction's own changes, in key order; stopping
+/// early and a panicking callback leave no pin behind.
+#[test]
+fn scans_of_a_lent_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_secs(5));
+    let t = db.create_table("t").unwrap();
+    let mut setup = db.begin();
+    for i in (0..2000u32).step_by(2) {
+        setup.insert(t, &key(i), &i.to_le_bytes()).unwrap();
+    }
+    setup.commit().unwrap();
+    let mut txn = db.begin();
+    {
+        let s = txn.share();
+        // The transaction's own change is visible to its scans.
+        s.delete(t, &key(100)).unwrap();
+        s.insert(t, &key(101), b"new").unwrap();
+        std::thread::scope(|sc| {
+            for th in 0..4u32 {
+                let s = &s;
+                sc.spawn(move || {
+                    for round in 0..20u32 {
+                        let lo = (th * 97 + round * 31) % 1900;
+                        let (lo, hi) = (lo, lo + 100);
+                        let mut seen = Vec::new();
+                        s.scan(t, &key(lo), Some(&key(hi)), |k, _| {
+                            seen.push(u32::from_be_bytes(k.try_into().unwrap()));
+                            Ok(true)
+                        })
+                        .unwrap();
+                        let expected: Vec<u32> = (lo..hi)
+                            .filter(|&i| (i % 2 == 0 && i != 100) || i == 101)
+                            .collect();
+                        assert_eq!(seen, expected, "[{lo}, {hi})");
+                        // The first entry only.
+                        let mut first = None;
+                        s.scan(t, &key(lo), None, |k, _| {
+                            first = Some(k.to_vec());
+                            Ok(false)
+                        })
+                        .unwrap();
+                        assert_eq!(first.as_deref(), Some(&key(expected[0])[..]));
+                    }
+                });
+            }
+        });
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.scan(t, &key(0), None, |_, _| -> btree_db::Result<bool> {
+                panic!("a callback that panics")
+            });
+        }));
+        assert!(unwound.is_err());
+    }
+    txn.abort().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}
