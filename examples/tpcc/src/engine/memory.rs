@@ -132,6 +132,27 @@ impl SharedKv for MemoryShared<'_, '_> {
     fn delete(&self, table: Table, key: &[u8]) -> Result<()> {
         self.txn().delete(table, key)
     }
+
+    fn scan<F>(&self, table: Table, from: &[u8], to: Option<&[u8]>, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>,
+    {
+        // The rows are copied out first and `f` runs with the store unlocked: a
+        // speculative loop's callback reads its overlay, which may wait for a
+        // commit that is writing to this store.
+        let mut rows = Vec::new();
+        self.txn().scan(table, from, to, |k, v| {
+            rows.push((k.to_vec(), v.to_vec()));
+            Ok(true)
+        })?;
+        let mut f = f;
+        for (k, v) in &rows {
+            if !f(k, v)? {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl KvOps for MemoryTxn<'_> {

@@ -227,6 +227,27 @@ impl SharedKv for BTreeShared<'_, '_> {
             Err(anyhow!("delete of a missing key in {}", table.name()))
         }
     }
+
+    fn scan<F>(&self, table: Table, from: &[u8], to: Option<&[u8]>, mut f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>,
+    {
+        // The store's errors and `f`'s travel through the scan as one type.
+        let mut failed = None;
+        let scanned = self
+            .tx
+            .scan(self.tables[table.index()], from, to, |k, v| match f(k, v) {
+                Ok(more) => Ok(more),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(false)
+                }
+            });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(scanned?),
+        }
+    }
 }
 
 impl KvOps for BTreeTxn<'_> {

@@ -117,6 +117,10 @@ pub trait SharedKv: Sync {
     }
     /// [`KvOps::delete`].
     fn delete(&self, table: Table, key: &[u8]) -> Result<()>;
+    /// [`KvOps::scan`].
+    fn scan<F>(&self, table: Table, from: &[u8], to: Option<&[u8]>, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>;
 }
 
 /// TPC-C over a [`KvStore`].
@@ -198,6 +202,11 @@ impl<S: KvStore> KvEngine<S> {
         let mut e = KvEngine::new(self.store.another()?, self.mode);
         e.bufs.threads = self.bufs.threads;
         Ok(e)
+    }
+
+    /// The store underneath, without the engine.
+    pub fn into_store(self) -> S {
+        self.store
     }
 
     /// The store underneath.

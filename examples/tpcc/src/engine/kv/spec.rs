@@ -21,9 +21,17 @@
 //! each row read, an exclusive one on each row written), all held to the end of the
 //! transaction, so several transactions at once stay serializable.
 //!
-//! Range scans are not tracked (a scan would have to see the overlay's rows in its
-//! range, and be violated by an insert into it): inside a loop they are refused with
-//! an error, never answered from the store alone.
+//! Range scans of a written table are tracked by *bucket*: the loop declares, per
+//! table it scans, how long a key prefix one scan stays within (Delivery scans one
+//! district's NEW-ORDER rows: the `(w_id, d_id)` prefix). The overlay keeps, per
+//! bucket, the keys the loop inserted or deleted in it (a tracked location of its
+//! own); a scan reads that set (so an earlier epoch's insert or delete in the range
+//! violates it), walks the store's rows of the range, and merges the two in key
+//! order, each row it hands on read through the overlay like a point read (so an
+//! earlier epoch's later change to that row violates it too). A scan of a written
+//! table that was not declared, or that spans several buckets, is an error, never
+//! an answer from the store alone; scans of tables the loop does not write go
+//! straight to the store.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -89,6 +97,9 @@ impl Hash for RowKey {
 /// A row as the overlay holds it: its value, or `None` once deleted.
 type Row = Option<Arc<[u8]>>;
 
+/// The keys a loop inserted or deleted in one bucket, in order.
+type Members = Arc<Vec<Box<[u8]>>>;
+
 /// What a write does to the store when its epoch commits.
 #[derive(Clone, Copy)]
 enum WriteKind<F> {
@@ -130,6 +141,10 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     tx: &'r S,
     /// The tables the loop may write: only their rows go through the overlay.
     writes: &'a [Table],
+    /// The written tables the loop scans, each with its bucket's prefix length.
+    scans: &'a [(Table, usize)],
+    /// Per bucket, the keys the loop inserted or deleted in it, in order.
+    buckets: SpecMap<RowKey, Members>,
     /// Threads per loop.
     threads: usize,
     overlay: SpecMap<RowKey, Row>,
@@ -146,11 +161,13 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
 /// `writes` names the tables the loop writes. Rows of other tables cannot change while
 /// the loop runs (other transactions are kept out by the locks), so reading them needs
 /// no tracking and goes straight to the store; a write to one of them is an error,
-/// never an untracked change. `threads` is the loops' thread count (`None`: the
-/// runtime's default).
+/// never an untracked change. `scans` names the written tables the loop scans, each
+/// with the length of the key prefix a scan stays within (see the module docs).
+/// `threads` is the loops' thread count (`None`: the runtime's default).
 pub fn with_spec_rows<'r, S: SharedKv, R>(
     tx: &'r S,
     writes: &[Table],
+    scans: &[(Table, usize)],
     threads: Option<usize>,
     f: impl for<'a> FnOnce(&SpecRows<'a, 'r, S>) -> Result<R>,
 ) -> Result<R> {
@@ -162,6 +179,8 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
         let rows = SpecRows {
             tx,
             writes,
+            scans,
+            buckets: SpecMap::new(),
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
             sink: &sink,
@@ -212,6 +231,104 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         }
     }
 
+    /// The bucket prefix length of a scanned table.
+    fn bucket_len(&self, table: Table) -> Option<usize> {
+        self.scans
+            .iter()
+            .find(|(t, _)| *t == table)
+            .map(|&(_, p)| p)
+    }
+
+    /// Records an insert or delete of `key` in its bucket, if `table` is scanned.
+    fn note_member(&self, table: Table, key: &[u8]) -> Result<()> {
+        let Some(p) = self.bucket_len(table) else {
+            return Ok(());
+        };
+        let prefix = key.get(..p).ok_or_else(|| {
+            anyhow!(
+                "a {}-byte key of {} is shorter than its scan buckets",
+                key.len(),
+                table.name()
+            )
+        })?;
+        let bucket = RowKey::new(table, prefix)?;
+        let members = self
+            .buckets
+            .with(&bucket, |m| m.cloned())
+            .unwrap_or_default();
+        if let Err(at) = members.binary_search_by(|m| (**m).cmp(key)) {
+            let mut grown = Vec::clone(&members);
+            grown.insert(at, key.into());
+            self.buckets.insert(bucket, Arc::new(grown));
+        }
+        Ok(())
+    }
+
+    /// A tracked scan of `[from, to)` of a written table (see the module docs).
+    fn scan_tracked<F>(&self, table: Table, from: &[u8], to: Option<&[u8]>, mut f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<bool>,
+    {
+        let Some(p) = self.bucket_len(table) else {
+            bail!(
+                "a speculative loop scanned {}, which it writes, without declaring the scan; \
+                 add it to the loop's `with_spec_rows` scans",
+                table.name()
+            );
+        };
+        let to = match to {
+            Some(to) if within_one_bucket(from, to, p) => to,
+            _ => bail!(
+                "a scan of {} inside a speculative loop must stay within one {p}-byte key \
+                 prefix (its bucket)",
+                table.name()
+            ),
+        };
+        let members = self
+            .buckets
+            .with(&RowKey::new(table, &from[..p])?, |m| m.cloned())
+            .unwrap_or_default();
+        let (lo, hi) = (
+            members.partition_point(|m| &**m < from),
+            members.partition_point(|m| &**m < to),
+        );
+        let mut pending = members[lo..hi].iter().map(|m| &**m).peekable();
+        // A row as the loop sees it: the overlay's version, if it has one.
+        let seen = |k: &[u8]| -> Result<Option<Row>> {
+            Ok(self.overlay.with(&RowKey::new(table, k)?, |r| r.cloned()))
+        };
+        let mut stopped = false;
+        self.tx.scan(table, from, Some(to), |k, v| {
+            // Rows the loop inserted before this one.
+            while let Some(m) = pending.next_if(|m| *m < k) {
+                if let Some(Some(v)) = seen(m)?
+                    && !f(m, &v)?
+                {
+                    stopped = true;
+                    return Ok(false);
+                }
+            }
+            pending.next_if(|m| *m == k);
+            let more = match seen(k)? {
+                None => f(k, v)?,
+                Some(None) => true,
+                Some(Some(v)) => f(k, &v)?,
+            };
+            stopped = !more;
+            Ok(more)
+        })?;
+        if !stopped {
+            for m in pending {
+                if let Some(Some(v)) = seen(m)?
+                    && !f(m, &v)?
+                {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn store_read(
         &self,
         table: Table,
@@ -252,6 +369,9 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
             ),
             other => other,
         };
+        if !matches!(kind, WriteKind::Update(_)) {
+            self.note_member(table, key)?;
+        }
         let row: Row = value.map(Arc::from);
         self.overlay.insert(k, row.clone());
         self.sink.record(move |a| a.apply(kind, k, row));
@@ -285,13 +405,51 @@ impl<S: SharedKv> KvOps for &SpecRows<'_, '_, S> {
         self.write(WriteKind::Delete, table, key, None)
     }
 
-    fn scan<F>(&mut self, table: Table, _from: &[u8], _to: Option<&[u8]>, _f: F) -> Result<()>
+    fn scan<F>(&mut self, table: Table, from: &[u8], to: Option<&[u8]>, f: F) -> Result<()>
     where
         F: FnMut(&[u8], &[u8]) -> Result<bool>,
     {
-        bail!(
-            "a range scan of {} inside a speculative loop is not tracked; scan before the loop",
-            table.name()
-        )
+        if self.tracks(table) {
+            self.scan_tracked(table, from, to, f)
+        } else {
+            self.tx.scan(table, from, to, f)
+        }
+    }
+}
+
+/// Whether every key in `[from, to)` has `from`'s first `p` bytes: `to` has them
+/// too, or is the first key of the next such prefix.
+fn within_one_bucket(from: &[u8], to: &[u8], p: usize) -> bool {
+    let (Some(a), Some(b)) = (from.get(..p), to.get(..p)) else {
+        return false;
+    };
+    if a == b {
+        return true;
+    }
+    // `a` plus one, big-endian, must be `b`, and `to` nothing more.
+    let mut next = a.to_vec();
+    for byte in next.iter_mut().rev() {
+        let (v, carry) = byte.overflowing_add(1);
+        *byte = v;
+        if !carry {
+            return next == b && to[p..].iter().all(|&x| x == 0);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within_one_bucket;
+
+    #[test]
+    fn one_bucket_or_up_to_the_next() {
+        assert!(within_one_bucket(&[1, 2, 0, 0], &[1, 2, 9, 9], 2));
+        assert!(within_one_bucket(&[1, 2, 0, 0], &[1, 3, 0, 0], 2));
+        assert!(within_one_bucket(&[1, 255, 7], &[2, 0, 0], 2));
+        assert!(!within_one_bucket(&[1, 2, 0, 0], &[1, 3, 0, 1], 2));
+        assert!(!within_one_bucket(&[1, 2, 0, 0], &[1, 4, 0, 0], 2));
+        assert!(!within_one_bucket(&[255, 255], &[0, 0], 2));
+        assert!(!within_one_bucket(&[1], &[1, 3], 2));
     }
 }

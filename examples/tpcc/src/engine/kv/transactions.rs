@@ -124,6 +124,7 @@ impl Bufs {
             with_spec_rows(
                 &tx.share(),
                 &[Table::Stock, Table::OrderLine],
+                &[],
                 self.threads,
                 |rows| new_order_items(rows, input, o_id),
             )?
@@ -349,56 +350,85 @@ impl Bufs {
         tx: &mut T,
         input: &DeliveryInput,
     ) -> Result<DeliveryOutput> {
-        let w = input.w_id;
-        let mut delivered = 0;
-        for d in 1..=DISTRICTS {
-            let mut oldest = None;
-            tx.scan(
-                Table::NewOrder,
-                &codec::new_order_key(w, d, 0),
-                Some(&codec::new_order_key(w, d + 1, 0)),
-                |k, _| {
-                    oldest = Some(codec::split_wd_u32(k)?.2);
-                    Ok(false)
-                },
-            )?;
-            // No undelivered order in this district: skipped, as the spec allows.
-            let Some(o_id) = oldest else { continue };
-            tx.delete(Table::NewOrder, &codec::new_order_key(w, d, o_id))?;
-
-            let ok = codec::order_key(w, d, o_id);
-            self.must_get_for_update(tx, Table::Order, &ok, || {
-                format!("order ({w}, {d}, {o_id})")
-            })?;
-            let (c_id, _, _, ol_cnt) = codec::decode_order(&self.row)?;
-            self.row[off::O_CARRIER_ID] = input.carrier_id;
-            tx.update(Table::Order, &ok, &self.row)?;
-
-            let mut amount = 0i64;
-            for n in 1..=ol_cnt {
-                let lk = codec::order_line_key(w, d, o_id, n);
-                self.must_get_for_update(tx, Table::OrderLine, &lk, || {
-                    format!("order line ({w}, {d}, {o_id}, {n})")
-                })?;
-                amount += codec::get_i64(&self.row, off::OL_AMOUNT, "order line")?;
-                codec::get_i64(&self.row, off::OL_DELIVERY_D, "order line")?;
-                codec::set_i64(&mut self.row, off::OL_DELIVERY_D, input.delivery_d);
-                tx.update(Table::OrderLine, &lk, &self.row)?;
+        let delivered = if self.tls {
+            with_spec_rows(
+                &tx.share(),
+                &[
+                    Table::NewOrder,
+                    Table::Order,
+                    Table::OrderLine,
+                    Table::Customer,
+                ],
+                // One district's NEW-ORDER rows: the (w_id, d_id) key prefix.
+                &[(Table::NewOrder, 3)],
+                self.threads,
+                |rows| deliver_districts(rows, input),
+            )?
+        } else {
+            let mut delivered = 0;
+            for d in 1..=DISTRICTS {
+                if self.deliver_district(tx, input, d)? {
+                    delivered += 1;
+                }
             }
-
-            let ck = codec::customer_key(w, d, c_id);
-            self.must_get_for_update(tx, Table::Customer, &ck, || {
-                format!("customer ({w}, {d}, {c_id})")
-            })?;
-            let r = &mut self.row;
-            let balance = codec::get_i64(r, off::C_BALANCE, "customer")?;
-            let count = codec::get_u32(r, off::C_DELIVERY_CNT, "customer")?;
-            codec::set_i64(r, off::C_BALANCE, balance + amount);
-            codec::set_u32(r, off::C_DELIVERY_CNT, count + 1);
-            tx.update(Table::Customer, &ck, &self.row)?;
-            delivered += 1;
-        }
+            delivered
+        };
         Ok(DeliveryOutput { delivered })
+    }
+
+    /// Delivery in district `d`: delivers its oldest undelivered order; `false` if it
+    /// has none (the district is skipped, as the spec allows).
+    fn deliver_district<T: KvOps>(
+        &mut self,
+        tx: &mut T,
+        input: &DeliveryInput,
+        d: u8,
+    ) -> Result<bool> {
+        let w = input.w_id;
+        let mut oldest = None;
+        tx.scan(
+            Table::NewOrder,
+            &codec::new_order_key(w, d, 0),
+            Some(&codec::new_order_key(w, d + 1, 0)),
+            |k, _| {
+                oldest = Some(codec::split_wd_u32(k)?.2);
+                Ok(false)
+            },
+        )?;
+        let Some(o_id) = oldest else { return Ok(false) };
+        tx.delete(Table::NewOrder, &codec::new_order_key(w, d, o_id))?;
+
+        let ok = codec::order_key(w, d, o_id);
+        self.must_get_for_update(tx, Table::Order, &ok, || {
+            format!("order ({w}, {d}, {o_id})")
+        })?;
+        let (c_id, _, _, ol_cnt) = codec::decode_order(&self.row)?;
+        self.row[off::O_CARRIER_ID] = input.carrier_id;
+        tx.update(Table::Order, &ok, &self.row)?;
+
+        let mut amount = 0i64;
+        for n in 1..=ol_cnt {
+            let lk = codec::order_line_key(w, d, o_id, n);
+            self.must_get_for_update(tx, Table::OrderLine, &lk, || {
+                format!("order line ({w}, {d}, {o_id}, {n})")
+            })?;
+            amount += codec::get_i64(&self.row, off::OL_AMOUNT, "order line")?;
+            codec::get_i64(&self.row, off::OL_DELIVERY_D, "order line")?;
+            codec::set_i64(&mut self.row, off::OL_DELIVERY_D, input.delivery_d);
+            tx.update(Table::OrderLine, &lk, &self.row)?;
+        }
+
+        let ck = codec::customer_key(w, d, c_id);
+        self.must_get_for_update(tx, Table::Customer, &ck, || {
+            format!("customer ({w}, {d}, {c_id})")
+        })?;
+        let r = &mut self.row;
+        let balance = codec::get_i64(r, off::C_BALANCE, "customer")?;
+        let count = codec::get_u32(r, off::C_DELIVERY_CNT, "customer")?;
+        codec::set_i64(r, off::C_BALANCE, balance + amount);
+        codec::set_u32(r, off::C_DELIVERY_CNT, count + 1);
+        tx.update(Table::Customer, &ck, &self.row)?;
+        Ok(true)
     }
 
     fn stock_level_body<T: KvTxn>(
@@ -425,7 +455,7 @@ impl Bufs {
         self.ids.sort_unstable();
         self.ids.dedup();
         let low_stock = if self.tls {
-            with_spec_rows(&tx.share(), &[], self.threads, |rows| {
+            with_spec_rows(&tx.share(), &[], &[], self.threads, |rows| {
                 low_stock(rows, &self.ids, input)
             })?
         } else {
@@ -477,6 +507,20 @@ fn new_order_items<S: SharedKv>(
 
 /// Stock Level's items loop run as speculative epochs: the body of
 /// [`low_stock_in_order`] on the tracked rows.
+/// Delivery's districts loop as speculative epochs: the sequential body
+/// ([`Bufs::deliver_district`]) on the tracked rows.
+#[tls_loop(name = "delivery districts", threads = rows.threads())]
+fn deliver_districts<S: SharedKv>(rows: &SpecRows<'_, '_, S>, input: &DeliveryInput) -> Result<u8> {
+    let mut delivered = 0u8;
+    for d in 1..=DISTRICTS {
+        let (mut tx, mut b) = (rows, Bufs::new(true));
+        if b.deliver_district(&mut tx, input, d)? {
+            delivered += 1;
+        }
+    }
+    Ok(delivered)
+}
+
 #[tls_loop(name = "stock_level items", threads = rows.threads())]
 fn low_stock<S: SharedKv>(
     rows: &SpecRows<'_, '_, S>,
