@@ -34,5 +34,8 @@ pub mod guarantees {}
 #[doc = include_str!("database.md")]
 pub mod database {}
 
+#[doc = include_str!("tpcc-speculative.md")]
+pub mod tpcc_speculative {}
+
 #[doc = include_str!("glossary.md")]
 pub mod glossary {}

@@ -120,6 +120,7 @@ impl Bufs {
         )?;
         tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
+        // ANCHOR: new_order_call
         let lines = if self.tls {
             with_spec_rows(
                 &tx.share(),
@@ -131,6 +132,7 @@ impl Bufs {
         } else {
             self.new_order_items(tx, input, o_id)?
         };
+        // ANCHOR_END: new_order_call
         let Some((sum_amount, brand_lines)) = lines else {
             // The unused item id: the spec's 1% of New Orders that roll back.
             return Ok(Decision::Abort(NewOrderOutput {
@@ -484,6 +486,7 @@ fn low_stock_in_order<T: KvOps>(
     Ok(low_stock)
 }
 
+// ANCHOR: new_order_items
 /// New Order's items loop run as speculative epochs: the same body as
 /// [`Bufs::new_order_items`], on the tracked rows, with per-epoch buffers.
 #[tls_loop(name = "new_order items", threads = rows.threads())]
@@ -504,9 +507,9 @@ fn new_order_items<S: SharedKv>(
     }
     Ok(Some((sum_amount, brand_lines)))
 }
+// ANCHOR_END: new_order_items
 
-/// Stock Level's items loop run as speculative epochs: the body of
-/// [`low_stock_in_order`] on the tracked rows.
+// ANCHOR: deliver_districts
 /// Delivery's districts loop as speculative epochs: the sequential body
 /// ([`Bufs::deliver_district`]) on the tracked rows.
 #[tls_loop(name = "delivery districts", threads = rows.threads())]
@@ -520,7 +523,10 @@ fn deliver_districts<S: SharedKv>(rows: &SpecRows<'_, '_, S>, input: &DeliveryIn
     }
     Ok(delivered)
 }
+// ANCHOR_END: deliver_districts
 
+/// Stock Level's items loop run as speculative epochs: the body of
+/// [`low_stock_in_order`] on the tracked rows.
 #[tls_loop(name = "stock_level items", threads = rows.threads())]
 fn low_stock<S: SharedKv>(
     rows: &SpecRows<'_, '_, S>,

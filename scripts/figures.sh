@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Regenerates the measured figures that the README, examples/tpcc/README.md and the
+# book show, from one run of each command, into book/src/figures/ (text and JSON) and
+# book/src/img/ (charts). The book includes those files ({{#include}}); the READMEs
+# carry copies between markers, which this script rewrites:
+#
+#   <!-- figure: NAME -->
+#   ```text
+#   ...contents of book/src/figures/NAME...
+#   ```
+#   <!-- end figure -->
+#
+# Usage:
+#   scripts/figures.sh            measure everything (about 10 minutes on 2 cores),
+#                                 then rewrite the READMEs' copies
+#   scripts/figures.sh ONLY...    measure only these (speedup checkpoint predict
+#                                 compare tpcc-loops walkthrough), then rewrite
+#   scripts/figures.sh --check    measure nothing; fail if a README's copy differs
+#                                 from its file or names a file that does not exist
+#
+# Every figure comes from a shared, noisy machine: compare numbers within one file,
+# never across files or runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FIG=book/src/figures
+IMG=book/src/img
+READMES=(README.md examples/tpcc/README.md)
+
+# Rewrites (or, with --check, verifies) every marked copy in the READMEs.
+sync_copies() {
+    local mode=$1 status=0
+    for readme in "${READMES[@]}"; do
+        python3 - "$readme" "$FIG" "$mode" <<'EOF' || status=1
+import re, sys, pathlib
+readme, fig, mode = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+text = readme.read_text()
+pattern = re.compile(r"(<!-- figure: (\S+) -->\n```text\n)(.*?)(```\n<!-- end figure -->)", re.S)
+problems = []
+def replace(m):
+    source = fig / m.group(2)
+    if not source.exists():
+        problems.append(f"{readme}: figure {m.group(2)} has no file {source}")
+        return m.group(0)
+    body = source.read_text()
+    if not body.endswith("\n"):
+        body += "\n"
+    if mode == "check" and body != m.group(3):
+        problems.append(f"{readme}: the copy of {m.group(2)} differs from {source}; run scripts/figures.sh --sync")
+    return m.group(1) + body + m.group(4)
+new = pattern.sub(replace, text)
+for p in problems:
+    print(p, file=sys.stderr)
+if problems:
+    sys.exit(1)
+if mode == "write" and new != text:
+    readme.write_text(new)
+    print(f"rewrote the figures in {readme}")
+EOF
+    done
+    return $status
+}
+
+case "${1:-}" in
+--check)
+    sync_copies check
+    echo "every README copy matches book/src/figures/"
+    exit 0
+    ;;
+--sync)
+    sync_copies write
+    exit 0
+    ;;
+esac
+
+wanted=("$@")
+if [ ${#wanted[@]} -eq 0 ]; then
+    wanted=(speedup checkpoint predict compare tpcc-loops walkthrough)
+fi
+want() {
+    local w
+    for w in "${wanted[@]}"; do [ "$w" = "$1" ] && return 0; done
+    return 1
+}
+
+mkdir -p "$FIG" "$IMG"
+step() { echo "== $*" >&2; }
+
+step "building (release)"
+cargo build --release -q -p tpcc -p tls-chart
+cargo build --release -q -p tls-runtime --examples
+
+if want speedup; then
+    step "speedup bench (tls-runtime, rayon beside it)"
+    cargo bench -q -p tls-runtime --bench speedup 2>/dev/null | grep -E 'x|ns' >"$FIG/speedup.txt"
+fi
+
+if want checkpoint; then
+    step "checkpoint bench"
+    cargo bench -q -p ui-tests --bench checkpoint 2>/dev/null | grep -E '^speedup' >"$FIG/checkpoint.txt"
+fi
+
+if want predict; then
+    step "profile-mode predictions against measured runs"
+    cargo bench -q -p tls-runtime --bench predict 2>/dev/null |
+        grep -E '^(loop|no dependence|full chain|every|checkpointed)' >"$FIG/predict.txt"
+fi
+
+if want compare; then
+    step "tpcc compare: sequential, tls, sqlite (loads three databases)"
+    target/release/tpcc compare >"$FIG/compare.txt"
+    # tls over sequential, from the same run's table.
+    python3 - "$FIG/compare.txt" >"$FIG/compare-ratios.txt" <<'EOF'
+import sys
+print("transaction     seq p50 us   tls p50 us   tls/seq")
+for line in open(sys.argv[1]):
+    cols = [c.split() for c in line.split("|")]
+    if len(cols) < 3 or len(cols[1]) != 4 or len(cols[2]) != 4:
+        continue
+    try:
+        seq, tls = float(cols[1][1]), float(cols[2][1])
+    except ValueError:
+        continue
+    print(f"{cols[0][0]:<15} {seq:>10.1f}   {tls:>10.1f}   {tls / seq:>7.2f}")
+EOF
+fi
+
+if want tpcc-loops; then
+    step "tpcc loops: reports and chart, in order and speculative, same seed and database"
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    target/release/tpcc load --db "$tmp/seq.db" --warehouses 1 >/dev/null
+    target/release/tpcc load --db "$tmp/tls.db" --warehouses 1 >/dev/null
+    run=(run --mode tls --transactions 4000 --seed 7 --sync off)
+    TLS_MODE=sequential TLS_REPORT="$FIG/tpcc-loops-sequential.json" \
+        target/release/tpcc "${run[@]}" --db "$tmp/seq.db" >/dev/null
+    TLS_REPORT=stderr target/release/tpcc "${run[@]}" --db "$tmp/tls.db" 2>&1 >/dev/null |
+        sed -n '/^tls-runtime: loop summary/,$p' >"$FIG/tpcc-loops.txt"
+    rm -rf "$tmp"/tls.db*
+    target/release/tpcc load --db "$tmp/tls.db" --warehouses 1 >/dev/null
+    TLS_REPORT="$FIG/tpcc-loops-tls.json" \
+        target/release/tpcc "${run[@]}" --db "$tmp/tls.db" >/dev/null
+    target/release/tls-chart --baseline "$FIG/tpcc-loops-sequential.json" \
+        -o "$IMG/tpcc-loops.svg" "$FIG/tpcc-loops-tls.json"
+fi
+
+if want walkthrough; then
+    step "the report walkthrough's chart and timeline"
+    tmp=$(mktemp -d)
+    ex=target/release/examples/report_walkthrough
+    TLS_MODE=sequential TLS_REPORT="$tmp/seq.json" "$ex" >/dev/null
+    TLS_REPORT="$tmp/before.json" TLS_TRACE="$tmp/trace.json" "$ex" >/dev/null
+    TLS_REPORT="$tmp/after.json" "$ex" fixed >/dev/null
+    target/release/tls-chart --baseline "$tmp/seq.json" -o "$IMG/breakdown.svg" \
+        "$tmp/before.json" "$tmp/after.json"
+    target/release/tls-chart --timeline "$tmp/trace.json" -o "$IMG/timeline.svg"
+    rm -rf "$tmp"
+fi
+
+sync_copies write
+step "done: book/src/figures/ and book/src/img/ rewritten; review with git diff"
