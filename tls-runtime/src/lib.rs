@@ -130,11 +130,16 @@
 //! caused by stale data aborts the process like any stack overflow; keep recursion
 //! that depends on speculative data bounded, or give it a `poll`.
 //!
+//! **A loop's items iterator** must not touch speculative data: items are taken ahead
+//! of the iterations that would change what it reads (`(0..n).take_while(|&i|
+//! !stop.get(i))` with the body setting `stop`). Such an access panics, with a message
+//! saying so, in every mode and before any item runs; compute the condition in the
+//! body and `break`, or collect the items before the loop. (A nested loop inside an
+//! epoch runs in order, as part of that epoch: its iterator may read what it likes.)
+//!
 //! **Not supported, with no error today:** threads spawned inside an epoch that write
 //! speculative data (their writes are not the epoch's, so a rollback does not undo
-//! them), and a loop iterator that reads speculative data the body writes (items are
-//! taken ahead of the iterations that would change them). Compute such values in the
-//! body, or collect the items before the loop.
+//! them). Do the work in the epoch, or start the thread from an `on_commit` action.
 
 mod adapt;
 mod config;

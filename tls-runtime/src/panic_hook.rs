@@ -15,7 +15,7 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if let Some(cx) = epoch::current()
+            if let Some(cx) = epoch::current_quiet()
                 && !cx.homefree()
                 && !cx.raising.get()
             {

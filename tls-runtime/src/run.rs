@@ -53,6 +53,8 @@ impl Loop {
             // would wait for it.
             return run_sequentially(items, &start, &step).0;
         }
+        // A top-level loop: its items iterator must not touch speculative data.
+        let items = crate::epoch::MarkedItems(items.into_iter());
         if env().mode == Mode::Profile {
             let t0 = Instant::now();
             let (outcome, profiles) = profile::run_profiled(items, &start, &step);
@@ -96,7 +98,7 @@ impl Loop {
             ));
             return outcome;
         }
-        self.run_parallel(items.into_iter(), threads, &start, &step)
+        self.run_parallel(items, threads, &start, &step)
     }
 }
 

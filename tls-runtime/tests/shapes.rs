@@ -446,3 +446,56 @@ fn a_read_closure_may_write_the_location_it_reads_as_outside_loops() {
         assert_eq!((got[&0], got[&1]), (want[0], want[1]), "{threads} threads");
     });
 }
+
+/// A loop whose items iterator reads speculative data that the body writes
+/// (`take_while(|&i| !stop.get(i))` with the body setting `stop`): the runtime pulls
+/// items ahead of the iterations that run them, so it could not give the sequential
+/// result. It is refused with a clear panic, in every mode and at every thread count,
+/// before any item runs; an iterator that reads nothing speculative, and a nested
+/// loop's iterator inside an epoch (it runs in order, as part of that epoch), are fine.
+#[test]
+fn an_items_iterator_that_reads_speculative_data_is_refused() {
+    for threads in [1, 2, 4, 8] {
+        let stop = SpecVec::from(vec![false; 64]);
+        let ran = AtomicUsize::new(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new()
+                .threads(threads)
+                .run((0..64usize).take_while(|&i| !stop.get(i)), |i| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    if i == 10 {
+                        stop.set(11, true);
+                    }
+                    Control::<()>::Continue
+                })
+        }));
+        let msg = r.expect_err("must panic");
+        let msg = msg
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| msg.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(msg.contains("items iterator"), "{threads} threads: {msg}");
+        assert_eq!(ran.load(Ordering::Relaxed), 0, "{threads} threads");
+        // The thread is usable afterwards: a plain access outside any loop.
+        assert!(!stop.get(0));
+    }
+    each_schedule(|threads| {
+        let v = SpecVec::from(vec![1u64; 8]);
+        let total = Spec::new(0u64);
+        Loop::new().threads(threads).run(0..8usize, |i| {
+            // A nested loop's iterator reads what this epoch and earlier ones wrote.
+            v.set(i, v.get(i) + 1);
+            let sum = Spec::new(0u64);
+            Loop::new().run((0..=i).map(|j| v.get(j)), |x| {
+                sum.update(|s| *s += x);
+                Control::<()>::Continue
+            });
+            let sum = sum.into_inner();
+            total.update(|t| *t += sum);
+            Control::<()>::Continue
+        });
+        // Item i sums v[0..=i] after v[0..=i] were incremented: 2 (i + 1) each.
+        assert_eq!(total.get(), (0..8u64).map(|i| 2 * (i + 1)).sum::<u64>());
+    });
+}
