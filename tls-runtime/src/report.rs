@@ -89,8 +89,14 @@ pub struct LoopReport {
     pub rollbacks: u64,
     /// Epochs squashed because an earlier one ended the loop.
     pub squashed: u64,
-    /// Epochs run in order because speculation did not pay (adaptive fallback).
+    /// Epochs run in order by the adaptive fallback: because speculation did not pay
+    /// (a window gained too little, or most of its epochs rolled back), or because
+    /// no worker joined in time (`in_order_no_workers` of them).
     pub in_order_epochs: u64,
+    /// Of `in_order_epochs`, those run in order because no worker thread joined in
+    /// time: the workers were still starting (a process's first loops) or busy with
+    /// other loops. They say nothing about the loop itself.
+    pub in_order_no_workers: u64,
     /// Wall-clock time of the loop.
     pub wall: Duration,
     /// Time spent running epoch work that committed, summed over threads.
@@ -128,6 +134,15 @@ impl fmt::Display for LoopReport {
             "  violations {}  rollbacks {}  squashed {}  in order {}",
             self.violations, self.rollbacks, self.squashed, self.in_order_epochs
         )?;
+        if self.in_order_epochs > 0 {
+            writeln!(
+                f,
+                "  held back: {} epochs in order because speculation did not pay, {} \
+                 because no worker thread was free (starting, or busy with other loops)",
+                self.in_order_epochs - self.in_order_no_workers,
+                self.in_order_no_workers
+            )?;
+        }
         writeln!(
             f,
             "  time: busy {:.1}%  violated {:.1}%  waiting {:.1}%  idle {:.1}%",
@@ -197,6 +212,7 @@ pub(crate) struct ThreadStats {
     pub(crate) rollbacks: u64,
     pub(crate) squashed: u64,
     pub(crate) in_order_epochs: u64,
+    pub(crate) in_order_no_workers: u64,
     pub(crate) busy: Duration,
     pub(crate) wasted: Duration,
     pub(crate) wait: Duration,
@@ -237,6 +253,7 @@ impl ThreadStats {
         self.rollbacks += other.rollbacks;
         self.squashed += other.squashed;
         self.in_order_epochs += other.in_order_epochs;
+        self.in_order_no_workers += other.in_order_no_workers;
         self.busy += other.busy;
         self.wasted += other.wasted;
         self.wait += other.wait;
@@ -293,6 +310,7 @@ impl ThreadStats {
             rollbacks: self.rollbacks,
             squashed: self.squashed,
             in_order_epochs: self.in_order_epochs,
+            in_order_no_workers: self.in_order_no_workers,
             wall,
             busy: self.busy,
             wasted: self.wasted,

@@ -24,6 +24,8 @@ struct Totals {
     violations: u64,
     rollbacks: u64,
     squashed: u64,
+    in_order: u64,
+    in_order_no_workers: u64,
     wall: Duration,
     busy: Duration,
     wasted: Duration,
@@ -96,6 +98,8 @@ fn record(r: &LoopReport) {
                 violations: 0,
                 rollbacks: 0,
                 squashed: 0,
+                in_order: 0,
+                in_order_no_workers: 0,
                 wall: Duration::ZERO,
                 busy: Duration::ZERO,
                 wasted: Duration::ZERO,
@@ -123,6 +127,8 @@ fn record(r: &LoopReport) {
     t.violations += r.violations;
     t.rollbacks += r.rollbacks;
     t.squashed += r.squashed;
+    t.in_order += r.in_order_epochs;
+    t.in_order_no_workers += r.in_order_no_workers;
     t.wall += r.wall;
     t.busy += r.busy;
     t.wasted += r.wasted;
@@ -196,6 +202,15 @@ fn summary(all: &[Totals]) -> String {
             "  {} ({}): {} runs, {} iterations, {} violations, {:.3?} wasted of {:.3?} busy",
             t.name, t.location, t.count, t.items, t.violations, t.wasted, t.busy
         );
+        if t.in_order > 0 {
+            let _ = writeln!(
+                out,
+                "    held back: {} epochs in order because speculation did not pay, {} because \
+                 no worker thread was free",
+                t.in_order - t.in_order_no_workers,
+                t.in_order_no_workers
+            );
+        }
         if let Some(d) = t.deps.first() {
             let _ = writeln!(
                 out,
@@ -215,7 +230,8 @@ fn json(all: &[Totals]) -> String {
             out,
             "  {{\"name\": {}, \"location\": {}, \"mode\": \"{}\", \"threads\": {}, \
              \"count\": {}, \"epochs\": {}, \"items\": {}, \
-             \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"wall_ns\": {}, \
+             \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"in_order\": {}, \
+             \"in_order_no_workers\": {}, \"wall_ns\": {}, \
              \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
              \"dependences\": [",
             json_str(&t.name),
@@ -232,6 +248,8 @@ fn json(all: &[Totals]) -> String {
             t.violations,
             t.rollbacks,
             t.squashed,
+            t.in_order,
+            t.in_order_no_workers,
             ns(t.wall),
             ns(t.busy),
             ns(t.wasted),

@@ -38,7 +38,7 @@ mod votes;
 mod window;
 
 pub use site::LoopSite;
-pub(crate) use site::site_for;
+pub(crate) use site::{HeldBack, site_for};
 pub(crate) use votes::Votes;
 pub(crate) use window::Window;
 

@@ -7,7 +7,7 @@ use core::panic::Location;
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
@@ -27,6 +27,18 @@ pub struct LoopSite {
     /// [`PROBING`], [`LAST_PAID`] or [`STRUCK`]: how the last windows went (see
     /// [`LoopSite::judge`]).
     slow_windows: AtomicU32,
+    /// Why the current in-order stretch began ([`HeldBack`] as a number).
+    held_back: AtomicU8,
+}
+
+/// Why a loop site runs a stretch of epochs in order (reported per run, see
+/// [`crate::LoopReport::in_order_no_workers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeldBack {
+    /// No worker joined in time: the workers were starting or busy elsewhere.
+    NoWorkers = 0,
+    /// A window of speculation gained too little, or most of its epochs rolled back.
+    DidNotPay = 1,
 }
 
 /// No window paid since the site last ran in order.
@@ -68,6 +80,16 @@ impl LoopSite {
             // A new site gets the benefit of the doubt: its first window also pays
             // for the workers' wake-up and the chunk size still growing.
             slow_windows: AtomicU32::new(LAST_PAID),
+            held_back: AtomicU8::new(HeldBack::DidNotPay as u8),
+        }
+    }
+
+    /// Why the current in-order stretch began.
+    pub(crate) fn held_back(&self) -> HeldBack {
+        if self.held_back.load(Relaxed) == HeldBack::NoWorkers as u8 {
+            HeldBack::NoWorkers
+        } else {
+            HeldBack::DidNotPay
         }
     }
 
@@ -122,9 +144,11 @@ impl LoopSite {
             // Run in order for the current stretch, without lengthening the next:
             // a busy moment must not cost the loop thousands of in-order epochs
             // once the workers are back.
+            self.held_back.store(HeldBack::NoWorkers as u8, Relaxed);
             self.in_order_left.store(backoff, Relaxed);
             self.in_order.store(true, Relaxed);
         } else {
+            self.held_back.store(HeldBack::DidNotPay as u8, Relaxed);
             self.in_order_left.store(backoff, Relaxed);
             self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
             self.in_order.store(true, Relaxed);

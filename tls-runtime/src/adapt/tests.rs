@@ -1,6 +1,6 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
-use super::site::{MAX_NAMED_SITES, MIN_BACKOFF, site_for};
+use super::site::{HeldBack, MAX_NAMED_SITES, MIN_BACKOFF, Verdict, site_for};
 use super::window::{MIN_WINDOW, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
 use core::panic::Location;
@@ -104,9 +104,15 @@ fn a_window_without_workers_waits_for_them_then_runs_in_order() {
     clock.advance(WAIT_FOR_HELPERS);
     clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(1), false);
     assert!(site.in_order(), "the caller alone gained nothing");
-    // ... which does not lengthen the next in-order stretch.
+    // ... which does not lengthen the next in-order stretch, and is reported as the
+    // workers' absence, not the loop's fault.
     assert_eq!(site.in_order_budget(), MIN_BACKOFF);
     assert_eq!(site.backoff.load(Relaxed), MIN_BACKOFF);
+    assert_eq!(site.held_back(), HeldBack::NoWorkers);
+    // A window that loses, once the workers are back, is the loop's own verdict.
+    site.ran_in_order(MIN_BACKOFF);
+    site.judge(Verdict::Lost);
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use super::claim::Claim;
 use super::{LoopEnding, Shared};
+use crate::adapt::HeldBack;
 use crate::control::{Control, Step, run_iteration};
 use crate::report::ThreadStats;
 use crate::trace::{self, SpanKind};
@@ -71,6 +72,7 @@ where
         if !ended {
             self.watermark.store(c.next, Ordering::Release);
         }
+        let cause = self.site.held_back();
         if self.site.ran_in_order(n) {
             // Speculation resumes: a new window, and the workers back.
             self.window.open();
@@ -79,6 +81,9 @@ where
         ts.epochs += n;
         ts.items += n;
         ts.in_order_epochs += n;
+        if cause == HeldBack::NoWorkers {
+            ts.in_order_no_workers += n;
+        }
         if let Some(name) = &self.trace {
             let detail = format!("{n} iterations from epoch {first}");
             trace::span(
