@@ -56,6 +56,15 @@ fn each_schedule(mut case: impl FnMut(usize)) {
     }
 }
 
+/// The text of a panic's payload (empty if it is not a string).
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default()
+}
+
 /// A helper that builds a container, fills it with its own loop and consumes it.
 fn squares_upto(n: u64) -> Vec<u64> {
     let v = SpecVec::from(vec![0u64; n as usize]);
@@ -259,12 +268,8 @@ fn an_access_to_a_location_inside_its_own_closure_panics_clearly() {
                 Control::<()>::Continue
             })
         }));
-        let msg = r.expect_err("must panic");
-        let msg = msg
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| msg.downcast_ref::<&str>().copied())
-            .unwrap_or_default();
+        let payload = r.expect_err("must panic");
+        let msg = panic_message(&payload);
         assert!(msg.contains("inside its own"), "{threads} threads: {msg}");
     }
     // Outside any loop too.
@@ -469,12 +474,8 @@ fn an_items_iterator_that_reads_speculative_data_is_refused() {
                     Control::<()>::Continue
                 })
         }));
-        let msg = r.expect_err("must panic");
-        let msg = msg
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| msg.downcast_ref::<&str>().copied())
-            .unwrap_or_default();
+        let payload = r.expect_err("must panic");
+        let msg = panic_message(&payload);
         assert!(msg.contains("items iterator"), "{threads} threads: {msg}");
         assert_eq!(ran.load(Ordering::Relaxed), 0, "{threads} threads");
         // The thread is usable afterwards: a plain access outside any loop.
