@@ -148,9 +148,10 @@ if want walkthrough; then
     step "the report walkthrough's chart and timeline"
     tmp=$(mktemp -d)
     ex=target/release/examples/report_walkthrough
-    TLS_MODE=sequential TLS_REPORT="$tmp/seq.json" "$ex" >/dev/null
-    TLS_REPORT="$tmp/before.json" TLS_TRACE="$tmp/trace.json" "$ex" >/dev/null
-    TLS_REPORT="$tmp/after.json" "$ex" fixed >/dev/null
+    # The example prints its loop's report on stdout: the text beside each chart bar.
+    TLS_MODE=sequential TLS_REPORT="$tmp/seq.json" "$ex" >"$FIG/walkthrough-sequential.txt"
+    TLS_REPORT="$tmp/before.json" TLS_TRACE="$tmp/trace.json" "$ex" >"$FIG/walkthrough-before.txt"
+    TLS_REPORT="$tmp/after.json" "$ex" fixed >"$FIG/walkthrough-after.txt"
     target/release/tls-chart --baseline "$tmp/seq.json" -o "$IMG/breakdown.svg" \
         "$tmp/before.json" "$tmp/after.json"
     target/release/tls-chart --timeline "$tmp/trace.json" -o "$IMG/timeline.svg"
