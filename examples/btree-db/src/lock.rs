@@ -106,6 +106,14 @@ impl TxnLocks {
         }
     }
 
+    /// Counts an acquisition of `name` in `mode` that the lock manager just
+    /// granted (raising the mode held if it is stronger).
+    fn count_new(&mut self, name: u64, mode: LockMode) {
+        let e = self.held.entry(name).or_insert((mode, 0));
+        e.0 = e.0.max(mode);
+        e.1 += 1;
+    }
+
     /// Forgets everything (the map keeps its capacity for the next transaction).
     pub(crate) fn clear(&mut self) {
         self.held.clear();
@@ -205,9 +213,7 @@ impl LockManager {
                 match grant {
                     Some(locks) => {
                         entry.grant(txn, mode);
-                        let e = locks.held.entry(name).or_insert((mode, 0));
-                        e.0 = e.0.max(mode);
-                        e.1 += 1;
+                        locks.count_new(name, mode);
                     }
                     None if entry.is_free() && entry.waiters == 0 => {
                         table.remove(&name);
@@ -293,9 +299,7 @@ impl LockManager {
             return false;
         }
         entry.grant(txn, mode);
-        let e = locks.held.entry(name).or_insert((mode, 0));
-        e.0 = e.0.max(mode);
-        e.1 += 1;
+        locks.count_new(name, mode);
         true
     }
 

@@ -213,32 +213,12 @@ impl<'db> Txn<'db> {
         self.modify_locked(root, key, m)
     }
 
-    /// [`Txn::modify_raw`] once the exclusive record lock is held.
-    pub(crate) fn modify_locked(
-        &mut self,
-        root: PageId,
-        key: &[u8],
-        m: Modify<'_>,
-    ) -> Result<Outcome> {
+    /// [`Txn::modify_raw`] once the exclusive record lock is held, starting from
+    /// the tree's last leaf (a leaf that no longer holds `key` costs a descent).
+    fn modify_locked(&mut self, root: PageId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
+        self.register_writer();
         let h = self.hint(root);
         let mut leaf = self.s.hints[h].1;
-        let out = self.modify_locked_at(root, key, m, &mut leaf);
-        self.s.hints[h].1 = leaf;
-        out
-    }
-
-    /// [`Txn::modify_locked`] starting from the leaf `leaf` (0: a descent; a
-    /// leaf of the tree that no longer holds `key` costs a descent too), which
-    /// it updates. Sound for any page of the tree at `root`: pages do not leave
-    /// a tree while the transaction holds its table lock.
-    pub(crate) fn modify_locked_at(
-        &mut self,
-        root: PageId,
-        key: &[u8],
-        m: Modify<'_>,
-        leaf: &mut PageId,
-    ) -> Result<Outcome> {
-        self.register_writer();
         let prev_lsn = self.s.ctx.prev;
         let out = self.db.store.modify(
             root,
@@ -246,16 +226,17 @@ impl<'db> Txn<'db> {
             m,
             LogMode::Undoable { table: root },
             &mut self.s.ctx,
-            leaf,
-        )?;
-        if out == Outcome::Done {
+            &mut leaf,
+        );
+        self.s.hints[h].1 = leaf;
+        if matches!(out, Ok(Outcome::Done)) {
             let TxnScratch {
                 ctx, undo, arena, ..
             } = &mut self.s;
             let old = ctx.had_old.then_some(ctx.old.as_slice());
             push_undo(undo, arena, root, key, old, prev_lsn);
         }
-        Ok(out)
+        out
     }
 
     /// Registers the transaction as a writer (checkpoints keep the log of
