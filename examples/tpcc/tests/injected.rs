@@ -5,7 +5,7 @@
 //! write, a pin or a lock behind. (A file of its own: injection is process-wide.)
 
 mod common;
-use common::mix;
+use common::{assert_idle, mix};
 
 use tpcc::driver::{self, Limit, RunOptions};
 use tpcc::engine::kv::KvEngine;
@@ -52,9 +52,7 @@ fn injected_violations_change_nothing() {
             violations > 0,
             "{threads} threads: no violation was injected"
         );
-        let db = b.store_mut().database();
-        assert_eq!(db.pins_and_locks(), (0, 0), "{threads} threads");
-        db.check_integrity().unwrap();
+        assert_idle(&mut b, &format!("{threads} threads"));
     }
     tls_runtime::inject_violations(0);
 }

@@ -4,7 +4,7 @@
 //! epochs of one loop), with nothing left pinned or locked afterwards.
 
 mod common;
-use common::mix;
+use common::{assert_idle, mix};
 
 use std::path::Path;
 
@@ -28,17 +28,6 @@ fn btree(dir: &Path, mode: Mode) -> (KvEngine<BTreeStore>, Meta) {
     let mut e = sequential::create(&dir.join("tpcc.db"), Sync::Off, 1, mode).unwrap();
     let meta = driver::load(&mut e, 1, Scale::SMALL, SEED, false).unwrap();
     (e, meta)
-}
-
-/// Runs the standard mix: the digest of every answer, and the final database.
-fn assert_idle(e: &mut KvEngine<BTreeStore>, context: &str) {
-    let db = e.store_mut().database();
-    assert_eq!(
-        db.pins_and_locks(),
-        (0, 0),
-        "{context}: pins and locks left"
-    );
-    db.check_integrity().unwrap();
 }
 
 #[test]

@@ -5,6 +5,9 @@
 //! terminals committed), every acknowledged order exists, and nothing is left pinned
 //! or locked. (A file of its own: injection is process-wide.)
 
+mod common;
+use common::assert_idle;
+
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -28,10 +31,10 @@ fn run(mode: Mode, inject: u32) {
     let meta = driver::load(&mut first, 1, Scale::SMALL, 41, false).unwrap();
     first.set_threads(Some(2));
     let before = first.summary().unwrap();
-    let mut engines: Vec<Box<dyn Engine + Send>> = Vec::new();
-    for _ in 1..TERMINALS {
-        engines.push(Box::new(first.another_terminal().unwrap()));
-    }
+    // The terminals; `first` stays out of the run, to check the database after it.
+    let mut terminals: Vec<Box<dyn Engine + Send>> = (0..TERMINALS)
+        .map(|_| Box::new(first.another_terminal().unwrap()) as Box<dyn Engine + Send>)
+        .collect();
     let opts = RunOptions {
         limit: Limit::Transactions(TRANSACTIONS),
         seed: 42,
@@ -39,16 +42,11 @@ fn run(mode: Mode, inject: u32) {
     };
     let acked = Mutex::new(Vec::new());
     tls_runtime::inject_violations(inject);
-    let report = {
-        let mut all: Vec<Box<dyn Engine + Send>> = Vec::new();
-        all.push(Box::new(first.another_terminal().unwrap()));
-        all.append(&mut engines);
-        driver::run_terminals(&mut all, meta, &opts, &mut |w, d, o| {
-            acked.lock().unwrap().push((w, d, o));
-            Ok(())
-        })
-        .unwrap()
-    };
+    let report = driver::run_terminals(&mut terminals, meta, &opts, &mut |w, d, o| {
+        acked.lock().unwrap().push((w, d, o));
+        Ok(())
+    })
+    .unwrap();
     tls_runtime::inject_violations(0);
     assert_eq!(report.count(), TRANSACTIONS, "{context}");
 
@@ -88,13 +86,7 @@ fn run(mode: Mode, inject: u32) {
             "{context}: order {w}/{d}/{o} lost"
         );
     }
-    let db = first.store_mut().database();
-    assert_eq!(
-        db.pins_and_locks(),
-        (0, 0),
-        "{context}: pins and locks left"
-    );
-    db.check_integrity().unwrap();
+    assert_idle(&mut first, &context);
     eprintln!(
         "{context}: {} New Orders, {} payments, {} run again",
         new_orders, payments, report.retried
