@@ -150,12 +150,7 @@ pub fn run(
             _ => {}
         }
         runner.step(engine, on_new_order)?;
-        if runner.done.is_multiple_of(256) {
-            match opts.limit {
-                Limit::Transactions(_) => bar.set_position(runner.done),
-                Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
-            }
-        }
+        show_progress(&bar, opts.limit, runner.done, started);
     }
     bar.finish_and_clear();
     Ok(runner.finish())
@@ -250,6 +245,17 @@ impl Runner {
     pub fn finish(mut self) -> RunReport {
         self.report.digest = self.hasher.finish();
         self.report
+    }
+}
+
+/// Moves the bar every 256 transactions: to `done` transactions, or to the seconds
+/// since `started` for a run by duration.
+fn show_progress(bar: &ProgressBar, limit: Limit, done: u64, started: Instant) {
+    if done.is_multiple_of(256) {
+        match limit {
+            Limit::Transactions(_) => bar.set_position(done),
+            Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
+        }
     }
 }
 

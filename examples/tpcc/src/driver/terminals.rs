@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Limit, RunOptions, RunReport, Runner, progress_bar};
+use super::{Limit, RunOptions, RunReport, Runner, progress_bar, show_progress};
 use crate::engine::Engine;
 use crate::schema::Meta;
 
@@ -66,12 +66,7 @@ pub fn run_terminals(
                             .step(engine.as_mut(), &mut acknowledge)
                             .map_err(|e| e.context(format!("terminal {}", t + 1)))?;
                         let all = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if all.is_multiple_of(256) {
-                            match opts.limit {
-                                Limit::Transactions(_) => bar.set_position(all),
-                                Limit::Duration(_) => bar.set_position(started.elapsed().as_secs()),
-                            }
-                        }
+                        show_progress(bar, opts.limit, all, started);
                     }
                     Ok(runner.finish())
                 })
