@@ -2,7 +2,8 @@
 //! `TLS_MODE=profile` predicts for 2 cores against the one measured with 2 threads, in
 //! one run. The profile runs in a child process (the mode is read once per process).
 //!
-//! `cargo bench -p tls-runtime --bench predict`
+//! `cargo bench -p tls-runtime --bench predict`; `BENCH_THREADS=2,4,8,16` measures at
+//! each of those thread counts instead of 2 alone (on a machine with that many cores).
 
 use std::hint::black_box;
 use std::process::Command;
@@ -119,15 +120,88 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                 });
             }
         }
+        "neighbours, 4k+1" => {
+            // Iteration 4k+1 reads, first thing, what 4k stored at its end.
+            let body = |i: usize| {
+                let s = if i % 4 == 1 { shared.get() } else { 0 };
+                let x = work(iters(), s ^ i as u64);
+                out.set(i, x);
+                if i.is_multiple_of(4) {
+                    shared.set(x);
+                }
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "neighbours, 4k+2" => {
+            // Iteration 4k+2 reads, half-way through, what 4k stored at its end.
+            let body = |i: usize| {
+                let a = work(iters() / 2, i as u64);
+                let s = if i % 4 == 2 { shared.get() } else { 0 };
+                let x = work(iters() / 2, a ^ s);
+                out.set(i, x);
+                if i.is_multiple_of(4) {
+                    shared.set(x);
+                }
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "lengths vary" => {
+            // No dependence; iterations of 2 to 18 us in a fixed pseudo-random order.
+            let body = |i: usize| {
+                let scale = 2 + (i.wrapping_mul(2_654_435_761) >> 7) % 17;
+                out.set(i, work(iters() * scale as u64 / 10, i as u64));
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
+        "sum at the end" => {
+            // Every iteration adds its result to one total as its last step.
+            let body = |i: usize| {
+                let x = work(iters(), i as u64);
+                shared.update(|t| *t = t.wrapping_add(x));
+            };
+            if threads == 0 {
+                (0..EPOCHS).for_each(body);
+            } else {
+                lp.run(0..EPOCHS, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+            }
+        }
         other => panic!("unknown loop {other}"),
     }
 }
 
-const LOOPS: [&str; 4] = [
+const LOOPS: [&str; 8] = [
     "no dependence",
     "full chain",
     "every 8th depends",
     "checkpointed tail",
+    "neighbours, 4k+1",
+    "neighbours, 4k+2",
+    "lengths vary",
+    "sum at the end",
 ];
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -164,28 +238,60 @@ fn main() {
                 l["predicted_speedup"][cores].as_f64().unwrap()
             })
     };
-    println!(
-        "{:<20} {:>12} {:>12} {:>8} {:>13}",
-        "loop (2000 x ~10us)", "predicted 2", "measured 2", "error", "predicted 16"
-    );
-    for which in LOOPS {
-        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
-        run(which, 2, site); // warm up, and let the adaptive policy settle
-        let (mut plain, mut spec) = (Vec::new(), Vec::new());
-        for _ in 0..5 {
-            let t = Instant::now();
-            run(which, 0, site);
-            plain.push(t.elapsed());
-            let t = Instant::now();
-            run(which, 2, site);
-            spec.push(t.elapsed());
-        }
-        let measured = median(plain).as_secs_f64() / median(spec).as_secs_f64();
-        let p2 = pred(which, "2");
-        println!(
-            "{which:<20} {p2:>11.2}x {measured:>11.2}x {:>7.1}% {:>12.2}x",
-            100.0 * (p2 - measured) / measured,
-            pred(which, "16")
+    let counts = thread_counts();
+    let mut header = format!("{:<20}", "loop (2000 x ~10us)");
+    for n in &counts {
+        header += &format!(
+            " {:>12} {:>12} {:>8}",
+            format!("predicted {n}"),
+            format!("measured {n}"),
+            "error"
         );
     }
+    if !counts.contains(&16) {
+        header += &format!(" {:>13}", "predicted 16");
+    }
+    println!("{header}");
+    for which in LOOPS {
+        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        let mut line = format!("{which:<20}");
+        for &n in &counts {
+            run(which, n, site); // warm up, and let the adaptive policy settle
+            let (mut plain, mut spec) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                let t = Instant::now();
+                run(which, 0, site);
+                plain.push(t.elapsed());
+                let t = Instant::now();
+                run(which, n, site);
+                spec.push(t.elapsed());
+            }
+            let measured = median(plain).as_secs_f64() / median(spec).as_secs_f64();
+            let p = pred(which, &n.to_string());
+            line += &format!(
+                " {p:>11.2}x {measured:>11.2}x {:>7.1}%",
+                100.0 * (p - measured) / measured
+            );
+        }
+        if !counts.contains(&16) {
+            line += &format!(" {:>12.2}x", pred(which, "16"));
+        }
+        println!("{line}");
+    }
+}
+
+/// The thread counts to measure at: `BENCH_THREADS` (comma-separated), else 2.
+fn thread_counts() -> Vec<usize> {
+    std::env::var("BENCH_THREADS")
+        .ok()
+        .map(|s| {
+            s.split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("BENCH_THREADS: comma-separated thread counts")
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![2])
 }

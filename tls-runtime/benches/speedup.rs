@@ -2,12 +2,22 @@
 //! cost of speculative accesses. Prints ratios measured in one run (the machines are
 //! shared and noisy: each figure is the median of interleaved repetitions).
 //!
-//! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run).
+//! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run);
+//! `BENCH_THREADS=N` runs the loops (ours and rayon's) on N threads instead of 2.
 
 use rayon::prelude::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec};
+
+/// Threads per loop: `BENCH_THREADS`, else 2.
+fn threads() -> usize {
+    std::env::var("BENCH_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(2)
+}
 
 /// `iters` steps of a dependent multiply-add chain (about 1 ns each).
 #[inline(never)]
@@ -79,10 +89,13 @@ fn no_conflict(
                 }
             },
             &mut || {
-                Loop::new().threads(2).site(site).run(0..epochs, |i| {
-                    out.set(i, work(iters, i as u64));
-                    Control::<()>::Continue
-                });
+                Loop::new()
+                    .threads(threads())
+                    .site(site)
+                    .run(0..epochs, |i| {
+                        out.set(i, work(iters, i as u64));
+                        Control::<()>::Continue
+                    });
             },
             &mut || {
                 pool.install(|| {
@@ -115,11 +128,14 @@ fn chain(per_epoch: Duration, epochs: usize, reps: usize) {
                 }
             },
             &mut || {
-                Loop::new().threads(2).site(site).run(0..epochs, |i| {
-                    let a = acc.get();
-                    acc.set(work(iters, a ^ i as u64));
-                    Control::<()>::Continue
-                });
+                Loop::new()
+                    .threads(threads())
+                    .site(site)
+                    .run(0..epochs, |i| {
+                        let a = acc.get();
+                        acc.set(work(iters, a ^ i as u64));
+                        Control::<()>::Continue
+                    });
             },
         ],
     );
@@ -150,10 +166,13 @@ fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
     let t = measure(
         reps,
         &mut [&mut || (0..epochs).for_each(body), &mut || {
-            Loop::new().threads(2).site(site).run(0..epochs, |i| {
-                body(i);
-                Control::<()>::Continue
-            });
+            Loop::new()
+                .threads(threads())
+                .site(site)
+                .run(0..epochs, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
         }],
     );
     println!(
@@ -218,41 +237,44 @@ fn access_costs(n: usize) {
     // is reported (as outside the loop: the pass the machine disturbed least).
     for _ in 0..6 {
         let release = std::sync::atomic::AtomicBool::new(false);
-        Loop::new().threads(2).site(site).run(0..2usize, |e| {
-            if e == 0 {
-                // Hold epoch 1 speculative until it has measured.
-                while !release.load(std::sync::atomic::Ordering::Acquire) {
-                    std::hint::spin_loop();
+        Loop::new()
+            .threads(threads())
+            .site(site)
+            .run(0..2usize, |e| {
+                if e == 0 {
+                    // Hold epoch 1 speculative until it has measured.
+                    while !release.load(std::sync::atomic::Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    return Control::<()>::Continue;
                 }
-                return Control::<()>::Continue;
-            }
-            if tls_runtime::is_speculative() {
-                let t = Instant::now();
-                let mut s = 0u64;
-                for i in 0..n {
-                    s = s.wrapping_add(v.get(i));
+                if tls_runtime::is_speculative() {
+                    let t = Instant::now();
+                    let mut s = 0u64;
+                    for i in 0..n {
+                        s = s.wrapping_add(v.get(i));
+                    }
+                    let first = t.elapsed().as_nanos() as f64 / n as f64;
+                    let t = Instant::now();
+                    for i in 0..n {
+                        s = s.wrapping_add(v.get(i));
+                    }
+                    let again = t.elapsed().as_nanos() as f64 / n as f64;
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        s = s.wrapping_add(cell.get());
+                    }
+                    let same = t.elapsed().as_nanos() as f64 / n as f64;
+                    let t = Instant::now();
+                    for i in 0..n {
+                        v.set(i, s ^ i as u64);
+                    }
+                    let write = t.elapsed().as_nanos() as f64 / n as f64;
+                    results.lock().unwrap().push((first, again, same, write));
                 }
-                let first = t.elapsed().as_nanos() as f64 / n as f64;
-                let t = Instant::now();
-                for i in 0..n {
-                    s = s.wrapping_add(v.get(i));
-                }
-                let again = t.elapsed().as_nanos() as f64 / n as f64;
-                let t = Instant::now();
-                for _ in 0..n {
-                    s = s.wrapping_add(cell.get());
-                }
-                let same = t.elapsed().as_nanos() as f64 / n as f64;
-                let t = Instant::now();
-                for i in 0..n {
-                    v.set(i, s ^ i as u64);
-                }
-                let write = t.elapsed().as_nanos() as f64 / n as f64;
-                results.lock().unwrap().push((first, again, same, write));
-            }
-            release.store(true, std::sync::atomic::Ordering::Release);
-            Control::Continue
-        });
+                release.store(true, std::sync::atomic::Ordering::Release);
+                Control::Continue
+            });
     }
     println!(
         "access cost outside any loop: Spec::get {outside_read:.1} ns, SpecVec::get {outside_small_read:.1} ns \
@@ -281,10 +303,17 @@ fn main() {
     let reps = if quick { 3 } else { 9 };
     let scale = if quick { 4 } else { 1 };
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
+        .num_threads(threads())
         .build()
         .unwrap();
-    println!("threads: 2 (the caller and one worker); ratios are plain-loop time / variant time");
+    let helpers = match threads() - 1 {
+        1 => "one worker".to_string(),
+        n => format!("{n} workers"),
+    };
+    println!(
+        "threads: {} (the caller and {helpers}); ratios are plain-loop time / variant time",
+        threads()
+    );
     no_conflict("20us", Duration::from_micros(20), 2000 / scale, reps, &pool);
     no_conflict("5us", Duration::from_micros(5), 8000 / scale, reps, &pool);
     no_conflict("1us", Duration::from_micros(1), 20000 / scale, reps, &pool);
