@@ -6,10 +6,14 @@
 //!   per-epoch cost. It is stretched by the measured extra cost of each tracked read
 //!   and of each speculative write (a new version).
 //! - A read of a location that an earlier epoch writes *later* (in simulated time)
-//!   is a violation: the epoch restarts the segment that read it (or the whole
-//!   epoch, without checkpoints) when the write happens. Forwarding is free: a read
-//!   after the earlier write sees its value. Restarts repeat until no earlier write
-//!   comes after one of the epoch's reads.
+//!   is a violation, handled as the runtime handles it: the epoch learns of it at its
+//!   next tracked access or checkpoint after the write, unwinds, and restarts the
+//!   segment that read it (or the whole epoch, without checkpoints) there. An epoch
+//!   that reaches its end first (no tracked access left after the write, or the
+//!   write came after it finished) waits, and re-runs the segment once it is
+//!   homefree (when the epoch before it commits), on the first thread free then.
+//!   Forwarding is free: a read after the earlier write sees its value. Restarts
+//!   repeat until no earlier write comes after one of the epoch's reads.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
 //!   paying the measured serialized cost of a commit hand-off plus the measured cost
@@ -90,8 +94,14 @@ fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usi
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
         let mut counted = false;
+        // Set when the epoch ended violated and re-runs once it is homefree, on
+        // whichever thread commits the epoch before it: (re-run start, its length).
+        let mut rerun: Option<(f64, f64)> = None;
         loop {
-            let mut first: Option<(f64, f64)> = None; // (violation time, new t0)
+            // The earliest violating write: (its time, the violated read's segment);
+            // and the earliest segment with a violated read.
+            let mut first: Option<(f64, usize)> = None;
+            let mut earliest_seg = usize::MAX;
             let mut seg = 0usize;
             for ev in &e.events {
                 match ev.kind {
@@ -106,41 +116,79 @@ fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> (f64, usi
                             if commit[i] <= start - costs.epoch {
                                 break;
                             }
-                            if i < j && w > read_at && first.is_none_or(|(f, _)| w < f) {
-                                first = Some((w, w - seg_starts[seg]));
+                            if i < j && w > read_at {
+                                earliest_seg = earliest_seg.min(seg);
+                                if first.is_none_or(|(f, _)| w < f) {
+                                    first = Some((w, seg));
+                                }
                             }
                         }
                     }
                 }
             }
-            match first {
-                Some((w, new_t0)) if new_t0 > t0 => {
-                    if !counted {
-                        let end = w.min(t0 + dur);
-                        let segment_start = w - (new_t0 - t0);
-                        let lost = (end - segment_start).max(0.0);
-                        if lost_enough_ns(lost, end - t0) {
-                            rolled_back += 1;
-                            counted = true;
-                        }
-                    }
-                    // A violation while the epoch runs unwinds it; one that comes after
-                    // it finished is handled by re-running it at commit.
-                    let unwind = if w < t0 + dur { costs.rollback } else { 0.0 };
-                    t0 = new_t0 + unwind;
+            let Some((w, seg)) = first else { break };
+            let seg_start = seg_starts[seg];
+            // The epoch learns of the violation at its next tracked access or
+            // checkpoint after the write, and then unwinds to the segment's start.
+            // With none left (the write came after its last one, or after it
+            // finished), it ends, waits, and re-runs the segment once homefree.
+            let noticed = e
+                .events
+                .iter()
+                .map(|ev| t0 + ev.at * scale)
+                .find(|&at| at > w && at < t0 + dur);
+            let Some(noticed) = noticed else {
+                // Every earlier write is known by then: the re-run starts from the
+                // earliest segment any of them violated.
+                let seg_start = seg_starts[earliest_seg];
+                let homefree = commit[j - 1];
+                rerun = Some((homefree, dur - seg_start));
+                if !counted && lost_enough_ns(dur - seg_start, dur) {
+                    rolled_back += 1;
                 }
-                _ => break,
+                // The first run's thread is free when its body ends.
+                free[slot] = t0 + dur;
+                t0 = homefree - seg_start;
+                break;
+            };
+            if !counted {
+                let lost = noticed - (t0 + seg_start);
+                if lost_enough_ns(lost, noticed - t0) {
+                    rolled_back += 1;
+                    counted = true;
+                }
             }
+            let new_t0 = noticed + costs.rollback - seg_start;
+            if new_t0 <= t0 {
+                break;
+            }
+            t0 = new_t0;
         }
         let finish = t0 + dur;
-        free[slot] = finish;
+        let slot = match rerun {
+            // The re-run occupies the thread that is free first once the epoch is
+            // homefree (the committer), not the one that ran it first.
+            Some((at, len)) => {
+                let (next, &f) = free
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1.total_cmp(b.1))
+                    .expect("at least one thread");
+                free[next] = f.max(at) + len;
+                next
+            }
+            None => {
+                free[slot] = finish;
+                slot
+            }
+        };
         // Commit-time actions (`on_commit`, accumulations) run one epoch after
         // another, and they are also work a thread does: charged to the epoch's
         // own thread, right after it, so that no simulated thread idles waiting
         // for the commit order.
         last_commit =
             finish.max(last_commit) + costs.serial + written * costs.commit_write + e.commit_work;
-        free[slot] = finish + e.commit_work;
+        free[slot] = free[slot].max(finish) + e.commit_work;
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
@@ -365,6 +413,41 @@ mod tests {
         // With eight threads each dependent epoch waits for the previous one.
         let t8 = predict(&e, 8, &FREE);
         assert!(t8 > 40_000.0 / 8.0, "{t8}");
+    }
+
+    #[test]
+    fn a_violation_is_noticed_at_the_next_access_or_handled_when_homefree() {
+        // Epoch 0 writes location 5 early (at 100 ns); epoch 1 read it at its start.
+        let writer = epoch(1000.0, &[(100.0, 5, AccessKind::Write)]);
+        // With no tracked access after the write, epoch 1 runs to its end, waits,
+        // and re-runs once epoch 0 has committed (at 1000 ns).
+        let silent = [writer.clone(), epoch(1000.0, &[(0.0, 5, AccessKind::Read)])];
+        assert_eq!(predict(&silent, 2, &FREE), 2000.0);
+        // An access at 500 ns is where it learns of the violation and restarts.
+        let busy = [
+            writer,
+            epoch(
+                1000.0,
+                &[(0.0, 5, AccessKind::Read), (500.0, 9, AccessKind::Write)],
+            ),
+        ];
+        assert_eq!(predict(&busy, 2, &FREE), 1500.0);
+    }
+
+    #[test]
+    fn a_homefree_re_run_takes_the_first_free_thread() {
+        // Epoch 1 reads at its start what epoch 0 writes at its end, and then has
+        // nothing tracked: it re-runs after epoch 0 commits. Epochs 2 and 3 are
+        // independent and keep the other thread busy meanwhile.
+        let e = [
+            epoch(1000.0, &[(1000.0, 5, AccessKind::Write)]),
+            epoch(1000.0, &[(0.0, 5, AccessKind::Read)]),
+            epoch(1000.0, &[]),
+            epoch(1000.0, &[]),
+        ];
+        // Thread A: epoch 0 [0, 1000], epoch 2 [1000, 2000]; thread B: epoch 1's
+        // first run [0, 1000], its re-run [1000, 2000], epoch 3 [2000, 3000].
+        assert_eq!(predict(&e, 2, &FREE), 3000.0);
     }
 
     #[test]
