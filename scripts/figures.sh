@@ -103,7 +103,7 @@ fi
 if want predict; then
     step "profile-mode predictions against measured runs"
     cargo bench -q -p tls-runtime --bench predict 2>/dev/null |
-        grep -E '^(loop|no dependence|full chain|every|checkpointed)' >"$FIG/predict.txt"
+        grep -E '^(loop|no dependence|full chain|every|checkpointed|neighbours|lengths vary|sum at)' >"$FIG/predict.txt"
 fi
 
 if want compare; then

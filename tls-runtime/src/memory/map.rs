@@ -7,13 +7,19 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::sync::Mutex;
 
 const SHARDS: usize = 16;
 
-type Shard<K, V> = CachePadded<Mutex<HashMap<K, Box<Slot<Option<V>>>>>>;
+/// One shard's entries. A `HashTable` rather than a `HashMap`, so that a key is hashed
+/// once per access: the same hash picks the shard and finds the entry (with a
+/// `HashMap` per shard, every access hashed the key twice, and hashing was the
+/// larger part of a map access for keys of a few dozen bytes).
+type Entries<K, V> = HashTable<(K, Box<Slot<Option<V>>>)>;
+type Shard<K, V> = CachePadded<Mutex<Entries<K, V>>>;
 
 /// A hash map for speculative loops: each key is its own tracked location, so epochs
 /// that touch different keys never conflict, and an epoch that found a key absent is
@@ -41,27 +47,30 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     pub fn new() -> Self {
         SpecMap {
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
                 .collect(),
             hasher: RandomState::new(),
             header: Header::new(),
         }
     }
 
-    fn shard(&self, k: &K) -> &Shard<K, V> {
-        &self.shards[(self.hasher.hash_one(k) as usize) % SHARDS]
-    }
-
     /// The slot of `k`, created empty if `create` (speculative accesses must track
     /// absent keys too). The slot is boxed and never removed while the map lives, so the
     /// returned reference stays valid after the shard lock is released.
     fn slot(&self, k: &K, create: bool) -> Option<&Slot<Option<V>>> {
-        let mut shard = self.shard(k).lock().unwrap_or_else(|e| e.into_inner());
-        let slot: *const Slot<Option<V>> = match shard.get(k) {
-            Some(s) => &**s,
-            None if create => &**shard
-                .entry(k.clone())
-                .or_insert_with(|| Box::new(Slot::new(None))),
+        let hash = self.hasher.hash_one(k);
+        // The table itself uses the hash's low bits and its top seven; the shard
+        // takes bits from the middle.
+        let shard = &self.shards[(hash >> 32) as usize % SHARDS];
+        let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let slot: *const Slot<Option<V>> = match shard.find(hash, |(key, _)| key == k) {
+            Some((_, s)) => &**s,
+            None if create => {
+                let hasher = |(key, _): &(K, Box<Slot<Option<V>>>)| self.hasher.hash_one(key);
+                let entry =
+                    shard.insert_unique(hash, (k.clone(), Box::new(Slot::new(None))), hasher);
+                &*entry.into_mut().1
+            }
             None => return None,
         };
         // SAFETY: the slot lives in a `Box` that stays in the map (entries are never
@@ -133,7 +142,7 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     }
 
     /// Empties the shards, returning their entries.
-    fn take_shards(&mut self) -> Vec<HashMap<K, Box<Slot<Option<V>>>>> {
+    fn take_shards(&mut self) -> Vec<Entries<K, V>> {
         self.shards
             .iter_mut()
             .map(|s| core::mem::take(s.get_mut().unwrap_or_else(|e| e.into_inner())))

@@ -34,7 +34,7 @@
 //! straight to the store.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow, bail};
@@ -48,6 +48,8 @@ const MAX_KEY: usize = 48;
 /// A row's identity in the overlay.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RowKey {
+    /// The used key bytes and the table folded into one word, once (see `Hash`).
+    fold: u64,
     table: Table,
     len: u8,
     bytes: [u8; MAX_KEY],
@@ -66,7 +68,15 @@ impl RowKey {
                 )
             })?
             .copy_from_slice(key);
+        let mut fold = (table as u64) << 56 | key.len() as u64;
+        for chunk in key.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            fold = (fold ^ u64::from_le_bytes(word)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            fold ^= fold >> 29;
+        }
         Ok(RowKey {
+            fold,
             table,
             len: key.len() as u8,
             bytes,
@@ -79,18 +89,32 @@ impl RowKey {
 }
 
 impl Hash for RowKey {
-    /// Folds the used key bytes into one word first: the map's hasher then digests 8
-    /// bytes, not the whole 48-byte buffer (a tracked access is meant to cost little
-    /// next to the B-tree operation it stands for).
+    /// The fold made once by `RowKey::new`: the map's hasher then digests 8 bytes, not
+    /// the whole 48-byte buffer, and no key byte is read again per lookup (a tracked
+    /// access is meant to cost little next to the B-tree operation it stands for).
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let mut h = (self.table as u64) << 56 | u64::from(self.len);
-        for chunk in self.key().chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            h ^= h >> 29;
+        state.write_u64(self.fold);
+    }
+}
+
+/// Hashes a [`RowKey`] for a private map: its fold is already mixed, so it is the
+/// hash. (The overlay, a `SpecMap`, keeps its own keyed hasher.)
+#[derive(Default)]
+struct FoldHasher(u64);
+
+impl Hasher for FoldHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        state.write_u64(h);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
     }
 }
 
@@ -151,7 +175,7 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     sink: &'a Accumulator<'a, Applier<'r, S>>,
     /// Where rows read for update were found, for their write at commit (only a
     /// hint: a wrong one costs the store a lookup, so it needs no tracking).
-    found_at: Mutex<HashMap<RowKey, S::Found>>,
+    found_at: Mutex<HashMap<RowKey, S::Found, BuildHasherDefault<FoldHasher>>>,
 }
 
 /// Runs `f` (which runs speculative loops over the rows) with a fresh overlay over
@@ -184,7 +208,7 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
             sink: &sink,
-            found_at: Mutex::new(HashMap::new()),
+            found_at: Mutex::new(HashMap::default()),
         };
         f(&rows)
     };
