@@ -12,6 +12,9 @@
 //!   event format (open it in Perfetto or chrome://tracing) when the process exits.
 //! - `TLS_SPIN_US`: how long idle workers spin, looking for work, before they park
 //!   (default 1000 microseconds).
+//! - `TLS_ZOMBIE_WARN_MS`: how long a loop waits on a violated epoch that reaches no
+//!   tracked access, checkpoint or poll before it says so on stderr (default 2000
+//!   milliseconds; see `LoopReport::stuck_zombies`).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -43,6 +46,7 @@ pub(crate) struct Env {
     pub(crate) report: ReportSink,
     pub(crate) trace: Option<std::path::PathBuf>,
     pub(crate) spin_after: Duration,
+    pub(crate) zombie_warn: Duration,
 }
 
 /// The settings, read from the environment on first use.
@@ -98,12 +102,17 @@ fn read_env() -> Env {
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(Duration::from_micros(1000), Duration::from_micros);
+    let zombie_warn = std::env::var("TLS_ZOMBIE_WARN_MS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(Duration::from_millis(2000), Duration::from_millis);
     Env {
         threads,
         mode,
         report,
         trace,
         spin_after,
+        zombie_warn,
     }
 }
 

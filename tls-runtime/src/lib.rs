@@ -126,7 +126,11 @@
 //! **Zombies** (epochs running on stale data) are rolled back at their next tracked
 //! access, checkpoint or poll (the macro makes loops in the body poll). A zombie that
 //! reaches none of these (pure computation that never ends, in a function the macro
-//! does not see) is not contained: call [`poll`] in such loops. A stack overflow
+//! does not see) is not contained: the loop cannot end before it does, since the body
+//! borrows the caller's data (the loop cannot return while the epoch still runs) and
+//! safe code cannot stop a thread. The wait is loud: after `TLS_ZOMBIE_WARN_MS` (2 s)
+//! the loop names the epoch on stderr and counts it in
+//! [`LoopReport::stuck_zombies`]. The remedy is a [`poll`] in such loops. A stack overflow
 //! caused by stale data aborts the process like any stack overflow; keep recursion
 //! that depends on speculative data bounded, or give it a `poll`.
 //!

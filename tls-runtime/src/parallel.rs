@@ -39,7 +39,12 @@ impl Loop {
             trace::base();
             std::sync::Arc::<str>::from(name.as_str())
         });
-        let (ending, stats) = scheduler::run(iter, threads, self.chunk, site, trace, start, step);
+        let label = scheduler::Label {
+            name: &name,
+            location: self.location,
+        };
+        let (ending, stats) =
+            scheduler::run(iter, threads, self.chunk, site, label, trace, start, step);
         let wall = t0.elapsed();
         let report = stats.into_report(name, self.location, RunMode::Parallel, threads, wall);
         if self.internal {

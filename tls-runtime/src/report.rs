@@ -97,6 +97,11 @@ pub struct LoopReport {
     /// time: the workers were still starting (a process's first loops) or busy with
     /// other loops. They say nothing about the loop itself.
     pub in_order_no_workers: u64,
+    /// Violated epochs the loop waited on for longer than `TLS_ZOMBIE_WARN_MS` (2 s by
+    /// default) because they reached no tracked access, checkpoint or poll: *zombies*
+    /// stuck in plain code on the stale data they read (each one is also named on
+    /// stderr when it happens). The loop cannot end before they reach one.
+    pub stuck_zombies: u64,
     /// Wall-clock time of the loop.
     pub wall: Duration,
     /// Time spent running epoch work that committed, summed over threads.
@@ -151,6 +156,14 @@ impl fmt::Display for LoopReport {
             pct(self.wait),
             pct(self.idle)
         )?;
+        if self.stuck_zombies > 0 {
+            writeln!(
+                f,
+                "  stuck zombies: {} violated epochs reached no tracked access, checkpoint \
+                 or poll for a long while (see the stderr message; call `poll()` in such code)",
+                self.stuck_zombies
+            )?;
+        }
         if let Some(p) = &self.predicted_speedup {
             write!(f, "  predicted speedup:")?;
             for (cores, s) in p {
@@ -213,6 +226,7 @@ pub(crate) struct ThreadStats {
     pub(crate) squashed: u64,
     pub(crate) in_order_epochs: u64,
     pub(crate) in_order_no_workers: u64,
+    pub(crate) stuck_zombies: u64,
     pub(crate) busy: Duration,
     pub(crate) wasted: Duration,
     pub(crate) wait: Duration,
@@ -254,6 +268,7 @@ impl ThreadStats {
         self.squashed += other.squashed;
         self.in_order_epochs += other.in_order_epochs;
         self.in_order_no_workers += other.in_order_no_workers;
+        self.stuck_zombies += other.stuck_zombies;
         self.busy += other.busy;
         self.wasted += other.wasted;
         self.wait += other.wait;
@@ -311,6 +326,7 @@ impl ThreadStats {
             squashed: self.squashed,
             in_order_epochs: self.in_order_epochs,
             in_order_no_workers: self.in_order_no_workers,
+            stuck_zombies: self.stuck_zombies,
             wall,
             busy: self.busy,
             wasted: self.wasted,

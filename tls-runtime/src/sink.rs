@@ -26,6 +26,7 @@ struct Totals {
     squashed: u64,
     in_order: u64,
     in_order_no_workers: u64,
+    stuck_zombies: u64,
     wall: Duration,
     busy: Duration,
     wasted: Duration,
@@ -100,6 +101,7 @@ fn record(r: &LoopReport) {
                 squashed: 0,
                 in_order: 0,
                 in_order_no_workers: 0,
+                stuck_zombies: 0,
                 wall: Duration::ZERO,
                 busy: Duration::ZERO,
                 wasted: Duration::ZERO,
@@ -129,6 +131,7 @@ fn record(r: &LoopReport) {
     t.squashed += r.squashed;
     t.in_order += r.in_order_epochs;
     t.in_order_no_workers += r.in_order_no_workers;
+    t.stuck_zombies += r.stuck_zombies;
     t.wall += r.wall;
     t.busy += r.busy;
     t.wasted += r.wasted;
@@ -211,6 +214,14 @@ fn summary(all: &[Totals]) -> String {
                 t.in_order_no_workers
             );
         }
+        if t.stuck_zombies > 0 {
+            let _ = writeln!(
+                out,
+                "    stuck zombies: {} violated epochs reached no tracked access, checkpoint or \
+                 poll for a long while",
+                t.stuck_zombies
+            );
+        }
         if let Some(d) = t.deps.first() {
             let _ = writeln!(
                 out,
@@ -231,7 +242,7 @@ fn json(all: &[Totals]) -> String {
             "  {{\"name\": {}, \"location\": {}, \"mode\": \"{}\", \"threads\": {}, \
              \"count\": {}, \"epochs\": {}, \"items\": {}, \
              \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"in_order\": {}, \
-             \"in_order_no_workers\": {}, \"wall_ns\": {}, \
+             \"in_order_no_workers\": {}, \"stuck_zombies\": {}, \"wall_ns\": {}, \
              \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
              \"dependences\": [",
             json_str(&t.name),
@@ -250,6 +261,7 @@ fn json(all: &[Totals]) -> String {
             t.squashed,
             t.in_order,
             t.in_order_no_workers,
+            t.stuck_zombies,
             ns(t.wall),
             ns(t.busy),
             ns(t.wasted),

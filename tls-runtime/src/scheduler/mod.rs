@@ -46,6 +46,7 @@ mod commit;
 mod in_order;
 mod rollback;
 mod work;
+mod zombie;
 
 use crate::adapt::{LoopSite, Votes, Window};
 use crate::control::Step;
@@ -59,10 +60,12 @@ use crate::workers::{self, Job, backoff};
 use claim::{Claim, Claimed};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
+use std::panic::Location;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 use work::DoneSlot;
+use zombie::ZombieWatch;
 
 pub(crate) type Payload = Box<dyn Any + Send>;
 
@@ -76,13 +79,22 @@ pub(crate) enum LoopEnding<R> {
     Panic(Payload),
 }
 
+/// A loop's name and place, for messages about it.
+#[derive(Clone, Copy)]
+pub(crate) struct Label<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) location: &'static Location<'static>,
+}
+
 /// Runs a loop speculatively on `threads` threads (the caller included); returns how
 /// it ended early, if it did, and what the threads saw.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<It, S, R, St, Sp>(
     iter: It,
     threads: usize,
     chunk: Option<usize>,
     site: &'static LoopSite,
+    label: Label<'_>,
     trace: Option<Arc<str>>,
     start: &St,
     step: &Sp,
@@ -121,6 +133,7 @@ where
         stats: Mutex::new(ThreadStats::default()),
         inside: AtomicUsize::new(0),
         claimable: AtomicBool::new(true),
+        label,
         trace,
         start,
         step,
@@ -155,6 +168,7 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     stats: Mutex<ThreadStats>,
     inside: AtomicUsize,
     claimable: AtomicBool,
+    label: Label<'a>,
     /// The loop's name, when `TLS_TRACE` records a timeline.
     trace: Option<Arc<str>>,
     start: &'a St,
@@ -225,6 +239,7 @@ where
         let mut votes = Votes::new(self.chunk.is_none(), !is_caller);
         let mut spins = 0u32;
         let mut waiting: Option<(Instant, bool)> = None;
+        let mut watch = ZombieWatch::default();
         loop {
             self.commit_chain(&mut ts, &mut votes);
             // A wait ends when the claim starts: an in-order stretch runs inside it.
@@ -260,8 +275,14 @@ where
                 }
                 Claimed::RanInOrder => spins = 0,
                 Claimed::WindowFull => backoff(&mut spins),
-                Claimed::NotMyTurn if is_caller => backoff(&mut spins),
-                Claimed::Finished if is_caller && !self.settled() => backoff(&mut spins),
+                Claimed::NotMyTurn if is_caller => {
+                    backoff(&mut spins);
+                    self.watch_zombie(&mut watch, spins, &mut ts);
+                }
+                Claimed::Finished if is_caller && !self.settled() => {
+                    backoff(&mut spins);
+                    self.watch_zombie(&mut watch, spins, &mut ts);
+                }
                 Claimed::NotMyTurn | Claimed::Finished => break,
             }
         }

@@ -1,0 +1,72 @@
+//! A zombie stuck in plain code: an epoch that read stale data and then waits, in code
+//! with no tracked access or poll, for something only fresh data would give it. The
+//! loop cannot end before the zombie reaches a tracked access; what it must do is say
+//! so (stderr and `LoopReport::stuck_zombies`), and still give the sequential result
+//! once the zombie moves on.
+//!
+//! Its own test binary: `TLS_ZOMBIE_WARN_MS` is read once per process.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec};
+
+/// Plain code the macro does not see: spins until `release`, touching nothing
+/// tracked (the shape that "loops until two values agree" has).
+#[inline(never)]
+fn wait_for(release: &AtomicBool) {
+    while !release.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
+    // SAFETY: no other thread of this process exists yet, and nothing reads the
+    // environment concurrently (this binary's only test sets it first thing).
+    unsafe { std::env::set_var("TLS_ZOMBIE_WARN_MS", "100") };
+    let mut named = 0;
+    // The zombie needs epoch 1 to run beside epoch 0 and the caller to be the one
+    // waiting; a few attempts make that certain enough (it is nearly always the first).
+    for attempt in 0..10 {
+        let ready = Spec::new(false);
+        let out = SpecVec::from(vec![0u64; 4]);
+        let release = AtomicBool::new(false);
+        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        std::thread::scope(|s| {
+            // Whatever happens, the zombie is let go after a while, so the test ends.
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(600));
+                release.store(true, Ordering::Release);
+            });
+            Loop::new().threads(2).site(site).run(0..4usize, |i| {
+                if i == 0 {
+                    std::thread::sleep(Duration::from_millis(50));
+                    ready.set(true);
+                }
+                if i == 1 {
+                    let seen = ready.get();
+                    if !seen {
+                        // Stale: sequentially `ready` is already true here.
+                        wait_for(&release);
+                    }
+                    out.set(1, u64::from(seen));
+                }
+                if i >= 2 {
+                    out.set(i, i as u64 * 10);
+                }
+                Control::<()>::Continue
+            });
+        });
+        // The sequential result, whatever the schedule was.
+        assert_eq!(out.into_vec(), vec![0, 1, 20, 30], "attempt {attempt}");
+        let report = tls_runtime::last_report().expect("a report");
+        assert!(report.stuck_zombies <= 1, "{report}");
+        named += report.stuck_zombies;
+        if report.stuck_zombies == 1 {
+            assert!(report.violations >= 1, "{report}");
+            assert!(report.to_string().contains("stuck zombies: 1"), "{report}");
+            break;
+        }
+    }
+    assert_eq!(named, 1, "no attempt had the caller wait on a stuck zombie");
+}
