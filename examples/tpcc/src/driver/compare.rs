@@ -73,7 +73,7 @@ impl CompareResult {
 const SLICE: u64 = 50;
 
 /// Loads a fresh database per mode in a temporary directory and runs the same seeded
-/// sequence on each, the modes taking turns every [`SLICE`] transactions (the order
+/// sequence on each, the modes taking turns every `SLICE` (50) transactions (the order
 /// of the turns rotating), so that a change in the machine's load, which on a shared
 /// machine comes and goes within seconds, falls on every mode alike.
 pub fn compare(

@@ -48,7 +48,7 @@ pub trait KvStore {
 }
 
 /// The row operations of a transaction: what a transaction body, and a loop body run
-/// as speculative epochs ([`spec::EpochRows`]), can do.
+/// as speculative epochs ([`spec::SpecRows`]), can do.
 pub trait KvOps {
     /// Reads `key` into `out` (replacing its contents); `false` if absent.
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
