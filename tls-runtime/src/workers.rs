@@ -9,7 +9,13 @@
 //! (a park/unpark round trip measured ~57 us there, against ~110 ns to hand work to a
 //! spinning thread), more than an epoch, so an idle worker spins (with `spin_loop`,
 //! yielding now and then) for `TLS_SPIN_US` after its last job before it parks on a
-//! condition variable.
+//! condition variable. A wake-up can take longer: when the waking thread keeps busy
+//! the core on which the worker parked, the kernel may queue the worker there, and
+//! it runs at that thread's next tick (up to 4 ms there).
+//!
+//! The workers start ahead of the first loop, when the program makes its first
+//! speculative container ([`prestart`]), or else when a loop needs them
+//! ([`ensure_workers`]).
 //!
 //! Sleeping protocol (no lost wake-up): a worker about to park increments `sleepers`,
 //! then re-reads `generation` under `sleep_lock` and waits only if no job was published
@@ -17,9 +23,9 @@
 //! any, notifies under `sleep_lock`. Both sides use `SeqCst` on these two words, so at
 //! least one of them sees the other's write.
 
-use crate::config::env;
+use crate::config::{Mode, env};
 use crate::sync::lock_std;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -69,18 +75,59 @@ fn pool() -> &'static Pool {
 
 /// Makes sure at least `n` workers exist.
 pub(crate) fn ensure_workers(n: usize) {
+    spawn_workers(n, 0);
+}
+
+/// Spawns workers until `n` exist; the first one spawned, if any, goes on to spawn
+/// workers until `then` exist before it looks for work (so that the calling thread
+/// pays for one thread start, not for all of them).
+fn spawn_workers(n: usize, then: usize) {
     let p = pool();
     let mut count = lock_std(&p.workers);
     while *count < n {
         let id = *count;
+        let then = if id + 1 == n { then } else { 0 };
         let spawned = std::thread::Builder::new()
             .name(format!("tls-worker-{id}"))
-            .spawn(move || worker_main(pool()));
+            .spawn(move || {
+                if then > 0 {
+                    spawn_workers(then, 0);
+                }
+                worker_main(pool())
+            });
         if spawned.is_err() {
             // Fewer workers only means less parallelism; the caller runs epochs itself.
             break;
         }
         *count += 1;
+    }
+}
+
+/// Starts the workers that a loop with the default thread count wants, ahead of the
+/// first loop: called when the program makes a speculative container outside any
+/// loop, which it does before it runs a loop over it.
+///
+/// Started by the first loop instead, a worker arrives late: on the 2-core
+/// development machine the first thread spawn costs the caller about 0.5 ms, and a
+/// thread spawned by a thread that then keeps its core busy (the loop's caller,
+/// running epochs) is queued on that core and first runs 1.7 to 4 ms later, so the
+/// first run of a loop of a few milliseconds ran mostly on the caller alone
+/// (`benches/first_run.rs`: 6.2 ms against 2.1 ms for later runs).
+/// Started here, a worker spins for `TLS_SPIN_US` like one that has just left a
+/// loop, so that a loop that follows at once finds it awake, then parks like one
+/// between loops. The calling thread pays for starting one thread (tens of
+/// microseconds); that one starts the others. Nothing starts in
+/// `TLS_MODE=sequential` or `profile` or with `TLS_THREADS=1`, where no loop would
+/// use a worker.
+pub(crate) fn prestart() {
+    static ASKED: AtomicBool = AtomicBool::new(false);
+    if ASKED.load(Ordering::Relaxed) || ASKED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let e = env();
+    let wanted = e.threads.saturating_sub(1);
+    if e.mode == Mode::Parallel && wanted > 0 {
+        spawn_workers(1, wanted);
     }
 }
 
@@ -218,5 +265,25 @@ fn worker_main(p: &'static Pool) {
         p.sleepers.fetch_sub(1, Ordering::SeqCst);
         idle_since = Instant::now();
         spins = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_made_outside_a_loop_starts_the_workers() {
+        let _data = crate::Spec::new(0u8);
+        let e = env();
+        if e.mode != Mode::Parallel || e.threads < 2 {
+            return; // no loop would use a worker: none is started
+        }
+        // The first worker starts the others, in the background.
+        let t = Instant::now();
+        while *lock_std(&pool().workers) < e.threads - 1 {
+            assert!(t.elapsed() < Duration::from_secs(30), "workers not started");
+            std::thread::yield_now();
+        }
     }
 }

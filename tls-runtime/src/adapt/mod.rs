@@ -16,7 +16,10 @@
 //! epochs committed while it was open; the first worker to join a window the caller
 //! started alone (workers park while a site runs in order) starts it over, so a probe
 //! is not judged on the wake-up. Without any worker for [`window::WAIT_FOR_HELPERS`],
-//! speculation gains nothing and the site runs in order.
+//! speculation gains nothing and the site runs in order, until a worker comes for
+//! the loop: a stretch held back for want of a worker ends at the next iteration
+//! when one arrives (it was starting, or waking), so that a new site's first run
+//! speculates as soon as it has the threads to.
 //!
 //! The site also chooses how many iterations make one epoch when the loop does not
 //! say (`chunk.rs`): iterations much shorter than [`crate::rules::TARGET_EPOCH`] are

@@ -29,6 +29,9 @@ pub struct LoopSite {
     slow_windows: AtomicU32,
     /// Why the current in-order stretch began ([`HeldBack`] as a number).
     held_back: AtomicU8,
+    /// A worker came for the loop during an in-order stretch held back for want of
+    /// one (see [`LoopSite::worker_arrived`]).
+    worker_arrived: AtomicBool,
 }
 
 /// Why a loop site runs a stretch of epochs in order (reported per run, see
@@ -81,6 +84,7 @@ impl LoopSite {
             // for the workers' wake-up and the chunk size still growing.
             slow_windows: AtomicU32::new(LAST_PAID),
             held_back: AtomicU8::new(HeldBack::DidNotPay as u8),
+            worker_arrived: AtomicBool::new(false),
         }
     }
 
@@ -104,15 +108,41 @@ impl LoopSite {
         self.in_order_left.load(Relaxed).max(1)
     }
 
-    /// `n` epochs ran in order; after `backoff` of them, probe speculation again.
+    /// A worker would have joined the loop, but the site runs in order. If the
+    /// stretch was held back for want of a worker ([`HeldBack::NoWorkers`]: none had
+    /// joined in [`WAIT_FOR_HELPERS`](super::window::WAIT_FOR_HELPERS), typically a
+    /// worker still starting or waking), the reason is gone: the stretch ends at the
+    /// next iteration and speculation resumes (see [`LoopSite::ran_in_order`]),
+    /// rather than keep the worker idle for the rest of the stretch. A stretch held
+    /// back because speculation did not pay is the loop's own verdict and runs on.
+    pub(crate) fn worker_arrived(&self) {
+        if self.held_back() == HeldBack::NoWorkers && !self.worker_arrived.load(Relaxed) {
+            self.worker_arrived.store(true, Relaxed);
+        }
+    }
+
+    /// Whether the in-order stretch should end before its budget: a worker arrived
+    /// during a stretch held back for want of one.
+    #[inline]
+    pub(crate) fn stretch_cut_short(&self) -> bool {
+        self.worker_arrived.load(Relaxed)
+    }
+
+    /// `n` epochs ran in order; after `backoff` of them, or once a worker arrived
+    /// during a stretch held back for want of one, probe speculation again.
     /// Returns whether speculation resumes now.
     pub(crate) fn ran_in_order(&self, n: u64) -> bool {
         let left = self.in_order_left.load(Relaxed).saturating_sub(n);
-        self.in_order_left.store(left, Relaxed);
-        if left == 0 {
+        let arrived = self.worker_arrived.load(Relaxed);
+        if left == 0 || arrived {
+            if arrived {
+                self.worker_arrived.store(false, Relaxed);
+            }
+            self.in_order_left.store(0, Relaxed);
             self.in_order.store(false, Relaxed);
             return true;
         }
+        self.in_order_left.store(left, Relaxed);
         false
     }
 
@@ -138,6 +168,8 @@ impl LoopSite {
             Verdict::Alone => {}
             Verdict::SlowOnce | Verdict::Lost => self.slow_windows.store(PROBING, Relaxed),
         }
+        // A worker that came during an earlier stretch says nothing about this one.
+        self.worker_arrived.store(false, Relaxed);
         if verdict == Verdict::Paid {
             self.backoff.store(MIN_BACKOFF, Relaxed);
         } else if verdict == Verdict::Alone {

@@ -197,3 +197,110 @@ fn loop_names_made_per_run_keep_the_site_table_bounded() {
         site_for(here, "batch 0") as *const LoopSite
     );
 }
+
+#[test]
+fn a_worker_that_arrives_ends_a_stretch_held_back_for_want_of_one() {
+    let site = LoopSite::new();
+    // Held back because no worker had joined: a worker that comes ends the stretch.
+    site.judge(Verdict::Alone);
+    assert!(site.in_order() && !site.stretch_cut_short());
+    site.worker_arrived();
+    assert!(site.stretch_cut_short());
+    assert!(
+        site.ran_in_order(1),
+        "speculation resumes before the budget is spent"
+    );
+    assert!(!site.in_order() && !site.stretch_cut_short());
+    // Held back because speculation did not pay: the loop's own verdict stands.
+    site.judge(Verdict::Lost);
+    site.worker_arrived();
+    assert!(!site.stretch_cut_short());
+    assert!(!site.ran_in_order(1));
+    assert!(site.in_order());
+    // An arrival from an earlier stretch does not cut the next one short.
+    site.ran_in_order(u64::MAX);
+    site.judge(Verdict::Alone);
+    site.worker_arrived();
+    site.ran_in_order(1);
+    site.judge(Verdict::Alone);
+    assert!(!site.stretch_cut_short());
+}
+
+/// Waits up to a long bound (for a worker on a loaded machine) for `cond`.
+fn wait_for(cond: impl Fn() -> bool) -> bool {
+    let t = Instant::now();
+    while !cond() {
+        if t.elapsed() > Duration::from_secs(30) {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
+#[test]
+fn a_new_sites_first_run_speculates_from_its_first_epoch() {
+    use crate::{Control, Loop};
+    use std::sync::atomic::AtomicBool;
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    assert!(!site.in_order(), "a new site is not held back");
+    let second_started = AtomicBool::new(false);
+    let second_speculative = AtomicBool::new(false);
+    // Epoch 0 runs until epoch 1 has started beside it: that happens only if the
+    // site lets a worker speculate while the first epoch of its first run runs.
+    Loop::new()
+        .threads(2)
+        .chunk(1)
+        .site(site)
+        .run(0..2u32, |i| {
+            if i == 0 {
+                assert!(
+                    wait_for(|| second_started.load(Relaxed)),
+                    "epoch 1 never started while epoch 0 ran"
+                );
+            } else {
+                second_speculative.store(crate::is_speculative(), Relaxed);
+                second_started.store(true, Relaxed);
+            }
+            Control::<()>::Continue
+        });
+    assert!(second_speculative.load(Relaxed));
+    let r = crate::last_report().expect("a report");
+    assert_eq!(r.in_order_epochs, 0, "{r}");
+}
+
+#[test]
+fn a_stretch_held_back_for_want_of_a_worker_ends_when_one_comes() {
+    use crate::{Control, Loop};
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    // The state a first run leaves when its worker is late: in order, for want of
+    // a worker, for MIN_BACKOFF epochs.
+    site.judge(Verdict::Alone);
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+    // If the first iteration runs in order, it waits for the worker to come for the
+    // loop, and the stretch ends there; if the worker came first, the stretch ended
+    // before any iteration (it runs as an epoch). Either way the second iteration
+    // speculates: it would run in order if the stretch ran its budget.
+    let second_in_epoch = std::sync::atomic::AtomicBool::new(false);
+    Loop::new()
+        .threads(2)
+        .chunk(1)
+        .site(site)
+        .run(0..MIN_BACKOFF, |i| {
+            let in_epoch = crate::epoch::current().is_some();
+            if i == 0 && !in_epoch {
+                assert!(
+                    wait_for(|| site.stretch_cut_short()),
+                    "no worker came for the loop"
+                );
+            }
+            if i == 1 {
+                second_in_epoch.store(in_epoch, Relaxed);
+            }
+            Control::<()>::Continue
+        });
+    assert!(second_in_epoch.load(Relaxed), "the stretch ran on");
+    let r = crate::last_report().expect("a report");
+    assert!(r.in_order_epochs < MIN_BACKOFF, "{r}");
+    assert_eq!(r.in_order_no_workers, r.in_order_epochs, "{r}");
+}

@@ -129,8 +129,15 @@ impl Header {
     /// The header of a container created now.
     #[inline]
     pub(crate) fn new() -> Self {
+        let origin = Origin::here();
+        // Made outside any loop: a loop over it is likely to follow; have its
+        // workers started by then (a no-op after the first time).
+        #[cfg(not(loom))]
+        if origin.tag == 0 {
+            crate::workers::prestart();
+        }
         Header {
-            origin: Origin::here(),
+            origin,
             written: AtomicBool::new(false),
         }
     }

@@ -33,9 +33,11 @@ where
         // in-order stretch at once and touch the shared words (site, watermark) only
         // at its end, not once per iteration.
         let budget = self.site.in_order_budget();
+        // A stretch held back for want of a worker ends early when one arrives.
+        let watch = self.site.held_back() == HeldBack::NoWorkers;
         let mut n = 0;
         let mut ended = false;
-        while n < budget {
+        while n < budget && !(watch && self.site.stretch_cut_short()) {
             let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
                 Ok(Some(item)) => item,
                 Ok(None) => {

@@ -133,6 +133,7 @@ where
         stats: Mutex::new(ThreadStats::default()),
         inside: AtomicUsize::new(0),
         claimable: AtomicBool::new(true),
+        joined: AtomicBool::new(false),
         label,
         trace,
         start,
@@ -168,6 +169,8 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     stats: Mutex<ThreadStats>,
     inside: AtomicUsize,
     claimable: AtomicBool,
+    /// A worker has entered this run.
+    joined: AtomicBool,
     label: Label<'a>,
     /// The loop's name, when `TLS_TRACE` records a timeline.
     trace: Option<Arc<str>>,
@@ -185,12 +188,26 @@ where
     Sp: Fn(S) -> Step<S, R> + Sync,
 {
     fn enter(&self) -> bool {
-        if !self.claimable.load(Ordering::Relaxed) || self.site.in_order() {
+        if !self.claimable.load(Ordering::Relaxed) {
             return false;
         }
         let inside = self.inside.load(Ordering::Relaxed);
         if inside >= self.workers_wanted {
             return false;
+        }
+        if self.site.in_order() {
+            // The first worker this run has room for: a stretch held back for want
+            // of one ends (see `LoopSite::worker_arrived`). Not once a worker has
+            // been in: then the stretch began while one was there, but did not get
+            // to commit, and cutting it would only repeat the window that did not
+            // pay.
+            if !self.joined.load(Ordering::Relaxed) {
+                self.site.worker_arrived();
+            }
+            return false;
+        }
+        if !self.joined.load(Ordering::Relaxed) {
+            self.joined.store(true, Ordering::Relaxed);
         }
         self.inside.store(inside + 1, Ordering::Relaxed);
         true
