@@ -3,7 +3,7 @@
 //! commit) in a speculative epoch versus plain ones; a speculative loop of 2 us epochs
 //! on two threads against the same work run plainly (per-epoch cost = busy time per
 //! epoch beyond the work; serialized cost = what the wall time per epoch has beyond
-//! half of work plus cost; the fastest of five runs); and the unwinding of a rollback.
+//! half of work plus cost; the medians of fifteen runs); and the unwinding of a rollback.
 
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::loop_builder::Loop;
@@ -126,22 +126,35 @@ fn calibrate() -> Costs {
         .chunk(1)
         .site(site);
     lp.internal = true;
-    lp.run_uncalibrated(0..epochs, &body); // wakes the workers
-    let (mut wall, mut busy) = (f64::MAX, f64::MAX);
-    for _ in 0..5 {
-        let t = Instant::now();
+    // Wakes the workers, and gives the kernel time to put them on cores of their own:
+    // a worker just started or woken is often queued on the caller's core at first,
+    // for a few milliseconds, and costs measured then are the machine's placement,
+    // not the runtime's (one process in eight measured half the 16-core speedup of
+    // the others without this).
+    let warm = Instant::now();
+    while warm.elapsed() < std::time::Duration::from_millis(30) {
         lp.run_uncalibrated(0..epochs, &body);
-        let w = t.elapsed().as_nanos() as f64;
-        let b = crate::report::take_last().map_or(w, |r| r.busy.as_nanos() as f64);
-        if w < wall {
-            (wall, busy) = (w, b);
-        }
     }
     crate::report::take_last();
     // Busy time per epoch is its work plus its cost; what the wall time per epoch has
-    // beyond half of that (two threads share the epochs) does not overlap.
-    let per_epoch = (busy / epochs as f64 - work).max(0.0);
-    let serial = (wall / epochs as f64 - (work + per_epoch) / 2.0).max(per_epoch / 4.0);
+    // beyond half of that (two threads share the epochs) does not overlap. Each run
+    // gives both; the medians of many short runs, not the fastest run: the serialized
+    // cost bounds every prediction for many cores, and one lucky or unlucky run
+    // (a worker that started late, a scheduler tick) moved the 16-core prediction of
+    // the same loop by half between processes.
+    let (mut per_epochs, mut serials) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let t = Instant::now();
+        lp.run_uncalibrated(0..epochs, &body);
+        let wall = t.elapsed().as_nanos() as f64;
+        let busy = crate::report::take_last().map_or(wall, |r| r.busy.as_nanos() as f64);
+        let per_epoch = (busy / epochs as f64 - work).max(0.0);
+        per_epochs.push(per_epoch);
+        serials.push((wall / epochs as f64 - (work + per_epoch) / 2.0).max(per_epoch / 4.0));
+    }
+    crate::report::take_last();
+    let per_epoch = median(&mut per_epochs);
+    let serial = median(&mut serials);
     // Unwinding a few frames of a violated epoch back to its runner.
     #[inline(never)]
     fn unwind_from(depth: u32) -> u32 {
@@ -164,4 +177,10 @@ fn calibrate() -> Costs {
         access: (tracked - plain).max(0.0),
         clock,
     }
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
