@@ -442,6 +442,11 @@ impl EpochCx {
         self.access()
     }
 
+    /// Speculative accesses the epoch made so far (its attempts together).
+    pub(crate) fn accesses(&self) -> u32 {
+        self.ordinal.get()
+    }
+
     /// The epoch as a location sees it, without any check.
     #[inline]
     pub(crate) fn access(&self) -> Access<'_> {
@@ -486,14 +491,14 @@ impl EpochCx {
         std::panic::resume_unwind(Box::new(signal))
     }
 
-    /// In profile mode, notes an access to the location at `addr`.
+    /// In profile mode, notes an access to the location at `addr`, made at `site`.
     #[inline]
-    pub(crate) fn note(&self, addr: usize, write: bool) {
+    pub(crate) fn note(&self, addr: usize, write: bool, site: &'static Location<'static>) {
         if self.profiling.get()
             && let Ok(mut p) = self.profile.try_borrow_mut()
             && let Some(p) = p.as_mut()
         {
-            p.access(addr, write);
+            p.access(addr, write, site);
         }
     }
 

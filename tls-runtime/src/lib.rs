@@ -146,6 +146,7 @@
 //! them). Do the work in the epoch, or start the thread from an `on_commit` action.
 
 mod adapt;
+mod advice;
 mod config;
 mod control;
 mod deferred;
@@ -173,6 +174,7 @@ mod workers;
 mod loom_tests;
 
 pub use adapt::LoopSite;
+pub use advice::{Advice, AdviceKind};
 pub use config::{Mode, default_threads, mode};
 pub use control::{Control, LoopOutcome, Step};
 pub use deferred::{Accumulator, on_commit};

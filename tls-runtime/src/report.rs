@@ -1,6 +1,7 @@
 //! What a speculative loop did: counts, where the time went, and the dependences that
 //! caused violations, ranked by the time they wasted.
 
+use crate::advice::{Advice, advise};
 use core::fmt;
 use core::panic::Location;
 use std::cell::RefCell;
@@ -66,6 +67,9 @@ pub struct Dependence {
     /// How many speculative accesses the epoch had made before the load, on average:
     /// a load late in the epoch is a candidate for a checkpoint before it.
     pub load_access: u32,
+    /// The fix that fits this dependence (in profile mode with the speedup the model
+    /// predicts after it).
+    pub advice: Option<Advice>,
 }
 
 /// The report of one run of a speculative loop (see [`last_report`]).
@@ -112,7 +116,9 @@ pub struct LoopReport {
     pub wait: Duration,
     /// Time threads in the loop had no epoch to run.
     pub idle: Duration,
-    /// The dependences that caused violations, most wasted time first.
+    /// The dependences that caused violations, most wasted time first, each with the
+    /// fix that fits it. In profile mode (nothing runs speculatively), the ones the
+    /// model predicts on 2 cores, the top ones with the speedup predicted after the fix.
     pub dependences: Vec<Dependence>,
     /// In profile mode: the predicted speedup over the sequential loop for 1, 2, 4,
     /// 8, 16, 32 and 64 cores.
@@ -183,6 +189,9 @@ impl fmt::Display for LoopReport {
                 d.segment,
                 d.load_access
             )?;
+            if let Some(a) = &d.advice {
+                writeln!(f, "     advice ({}): {a}", a.kind.name())?;
+            }
         }
         Ok(())
     }
@@ -227,6 +236,8 @@ pub(crate) struct ThreadStats {
     pub(crate) in_order_epochs: u64,
     pub(crate) in_order_no_workers: u64,
     pub(crate) stuck_zombies: u64,
+    /// Tracked accesses of the committed epochs (for where in its epoch a load is).
+    pub(crate) accesses: u64,
     pub(crate) busy: Duration,
     pub(crate) wasted: Duration,
     pub(crate) wait: Duration,
@@ -269,6 +280,7 @@ impl ThreadStats {
         self.in_order_epochs += other.in_order_epochs;
         self.in_order_no_workers += other.in_order_no_workers;
         self.stuck_zombies += other.stuck_zombies;
+        self.accesses += other.accesses;
         self.busy += other.busy;
         self.wasted += other.wasted;
         self.wait += other.wait;
@@ -295,16 +307,24 @@ impl ThreadStats {
         threads: usize,
         wall: Duration,
     ) -> LoopReport {
+        // Tracked accesses per committed epoch: where a load sits in its epoch.
+        let per_epoch = (self.epochs > 0 && self.accesses > 0)
+            .then(|| self.accesses as f64 / self.epochs as f64);
         let mut dependences: Vec<Dependence> = self
             .deps
             .into_iter()
-            .map(|((store, load), d)| Dependence {
-                store,
-                load,
-                count: d.count,
-                wasted: d.wasted,
-                segment: d.segment,
-                load_access: (d.load_access_sum / d.count.max(1)) as u32,
+            .map(|((store, load), d)| {
+                let load_access = (d.load_access_sum / d.count.max(1)) as u32;
+                let share = per_epoch.map(|n| f64::from(load_access) / n);
+                Dependence {
+                    store,
+                    load,
+                    count: d.count,
+                    wasted: d.wasted,
+                    segment: d.segment,
+                    load_access,
+                    advice: Some(advise(store, load, SourceLocation(location), share)),
+                }
             })
             .collect();
         dependences.sort_by(|a, b| {
@@ -336,4 +356,10 @@ impl ThreadStats {
             predicted_speedup: None,
         }
     }
+}
+
+/// A location in this file, for tests that need one outside their own.
+#[cfg(test)]
+pub(crate) fn tests_location() -> SourceLocation {
+    SourceLocation(Location::caller())
 }

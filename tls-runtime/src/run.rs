@@ -75,6 +75,8 @@ impl Loop {
                 wall,
             );
             report.predicted_speedup = Some(predicted);
+            report.dependences =
+                profile::predicted_dependences(&profiles, self.chunk, self.location);
             set_last(report);
             return outcome;
         }

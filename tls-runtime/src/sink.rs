@@ -2,6 +2,7 @@
 //! the process exits (`TLS_REPORT=stderr` prints a summary, `TLS_REPORT=<path>.json`
 //! writes JSON), and the epoch timeline of `TLS_TRACE`.
 
+use crate::advice::Advice;
 use crate::config::{ReportSink, env};
 use crate::json::json_str;
 use crate::report::{LoopReport, RunMode, SourceLocation, keep_last};
@@ -45,6 +46,7 @@ struct DepTotals {
     wasted: Duration,
     segment: u32,
     load_access: u32,
+    advice: Option<Advice>,
 }
 
 static TOTALS: Mutex<Vec<Totals>> = Mutex::new(Vec::new());
@@ -151,6 +153,9 @@ fn record(r: &LoopReport) {
                 x.count = n;
                 x.wasted += d.wasted;
                 x.segment = x.segment.min(d.segment);
+                if d.advice.is_some() {
+                    x.advice.clone_from(&d.advice);
+                }
             }
             None => t.deps.push(DepTotals {
                 store: d.store,
@@ -159,6 +164,7 @@ fn record(r: &LoopReport) {
                 wasted: d.wasted,
                 segment: d.segment,
                 load_access: d.load_access,
+                advice: d.advice.clone(),
             }),
         }
     }
@@ -228,9 +234,26 @@ fn summary(all: &[Totals]) -> String {
                 "    top dependence: store {} -> load {} ({} violations, {:.3?})",
                 d.store, d.load, d.count, d.wasted
             );
+            if let Some(a) = &d.advice {
+                let _ = writeln!(out, "    advice ({}): {a}", a.kind.name());
+            }
         }
     }
     out
+}
+
+/// A dependence's advice as JSON (`null` without one).
+fn advice_json(a: Option<&Advice>) -> String {
+    match a {
+        None => "null".to_string(),
+        Some(a) => format!(
+            "{{\"kind\": {}, \"text\": {}, \"predicted_speedup_2\": {}}}",
+            json_str(a.kind.name()),
+            json_str(&a.text),
+            a.predicted_speedup_2
+                .map_or("null".to_string(), |s| format!("{s:.3}"))
+        ),
+    }
 }
 
 fn json(all: &[Totals]) -> String {
@@ -272,14 +295,15 @@ fn json(all: &[Totals]) -> String {
             let _ = write!(
                 out,
                 "{}{{\"store\": {}, \"load\": {}, \"count\": {}, \"wasted_ns\": {}, \
-                 \"segment\": {}, \"load_access\": {}}}",
+                 \"segment\": {}, \"load_access\": {}, \"advice\": {}}}",
                 if j > 0 { ", " } else { "" },
                 json_str(&d.store.to_string()),
                 json_str(&d.load.to_string()),
                 d.count,
                 ns(d.wasted),
                 d.segment,
-                d.load_access
+                d.load_access,
+                advice_json(d.advice.as_ref())
             );
         }
         out.push(']');

@@ -109,7 +109,7 @@ fn read_in_epoch<T, R>(
     load: &'static Location<'static>,
     f: impl FnOnce(&T) -> R,
 ) -> R {
-    cx.note(slot as *const Slot<T> as usize, false);
+    cx.note(slot as *const Slot<T> as usize, false, load);
     if origin.private_to(cx) || cx.published() {
         return slot.read_committed(f);
     }
@@ -190,12 +190,12 @@ pub(crate) fn write<T>(slot: &Slot<T>, h: &Header, store: &'static Location<'sta
     let old = match epoch::current() {
         None => Some(slot.write_committed(None, store, value)),
         Some(cx) if writes_in_place(cx, h) => {
-            cx.note(slot as *const Slot<T> as usize, true);
+            cx.note(slot as *const Slot<T> as usize, true, store);
             Some(slot.write_committed(Some(&cx.access()), store, value))
         }
         Some(cx) => {
             let a = cx.begin_access();
-            cx.note(slot as *const Slot<T> as usize, true);
+            cx.note(slot as *const Slot<T> as usize, true, store);
             slot.write_spec(&a, store, value, || h.log(cx, &a, slot))
         }
     };
@@ -216,15 +216,15 @@ pub(crate) fn update<T: Clone, R>(
         None => slot.update_committed(None, site, f),
         Some(cx) if writes_in_place(cx, h) => {
             let addr = slot as *const Slot<T> as usize;
-            cx.note(addr, false);
-            cx.note(addr, true);
+            cx.note(addr, false, site);
+            cx.note(addr, true, site);
             slot.update_committed(Some(&cx.access()), site, f)
         }
         Some(cx) => {
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;
-            cx.note(addr, false);
-            cx.note(addr, true);
+            cx.note(addr, false, site);
+            cx.note(addr, true, site);
             slot.update_spec(&a, site, f, || h.log(cx, &a, slot))
         }
     }

@@ -9,12 +9,16 @@
 //! - `calibration.rs`: the runtime's costs the model charges, measured once.
 //! - `model.rs`: the speedup model, replaying the recorded epochs under the
 //!   scheduler's rules (`rules.rs`).
+//! - `advise.rs`: the dependences the model predicts, with the fix for each and
+//!   the speedup predicted after it.
 
+mod advise;
 mod calibration;
 mod model;
 mod profiled_run;
 mod recorder;
 
+pub(crate) use advise::predicted_dependences;
 pub(crate) use model::speedups;
 pub(crate) use profiled_run::run_profiled;
 pub(crate) use recorder::Recorder;

@@ -5,6 +5,7 @@
 //! [`Recorder`] (as `crate::profile::Recorder`) without profile mode reaching back
 //! into the epoch.
 
+use std::panic::Location;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub(super) struct Event {
     pub(super) at: f64,
     pub(super) loc: usize,
     pub(super) kind: AccessKind,
+    /// The source line of the access (the checkpoint's: none), for advice that names
+    /// it.
+    pub(super) site: Option<&'static Location<'static>>,
 }
 
 /// What one epoch did, as profile mode saw it.
@@ -95,14 +99,19 @@ impl Recorder {
         (raw - self.events.len() as f64 * self.clock_ns).max(0.0)
     }
 
-    pub(crate) fn access(&mut self, loc: usize, write: bool) {
+    pub(crate) fn access(&mut self, loc: usize, write: bool, site: &'static Location<'static>) {
         let at = self.now();
         let kind = if write {
             AccessKind::Write
         } else {
             AccessKind::Read
         };
-        self.events.push(Event { at, loc, kind });
+        self.events.push(Event {
+            at,
+            loc,
+            kind,
+            site: Some(site),
+        });
     }
 
     /// Notes that a commit-time action ran inside the epoch for `ns`.
@@ -116,6 +125,7 @@ impl Recorder {
             at,
             loc: 0,
             kind: AccessKind::Checkpoint,
+            site: None,
         });
     }
 

@@ -189,6 +189,7 @@ where
         }
         ts.epochs += 1;
         ts.items += work.items.len() as u64;
+        ts.accesses += u64::from(cx.accesses());
         votes.epoch(
             work.rolled_back,
             work.items.len(),

@@ -1,0 +1,200 @@
+//! What to do about a dependence: the fix that fits it, in the book's words.
+//!
+//! A report ranks the store → load pairs that cost time; this module names, for each,
+//! the change that removes or shrinks it, from what the runtime knows of the pair:
+//!
+//! - the load and the store at one call (an `update` that reads and writes): every
+//!   epoch changes one location that the next reads, a running total or a counter. If the loop uses it only after it ends, an
+//!   *accumulation* (`total += x`) is applied at commit and never violates.
+//! - the store outside the file of the loop body: shared state of code the body
+//!   calls (an allocator, a pool, a cache, a log). *Escape* the call, with the undo
+//!   that reverses it, or *delay* it to commit.
+//! - a load late in its epoch (past the middle, by the share of the epoch's tracked
+//!   accesses made before it): a *checkpoint* just before it keeps the work before
+//!   it when it is violated.
+//! - otherwise a *true dependence*: a value an earlier iteration makes and this one
+//!   needs early. No annotation removes it.
+//!
+//! In profile mode the model also replays the loop with the fix applied and gives the
+//! speedup it predicts on 2 cores (`profile/advise.rs`); a parallel run names the fix
+//! only.
+
+use crate::report::SourceLocation;
+use core::fmt;
+
+/// The kind of fix a dependence calls for (see [`Advice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdviceKind {
+    /// A `checkpoint!()` just before the load.
+    Checkpoint,
+    /// An accumulation (`total += x`) instead of a read-modify-write by every epoch.
+    Accumulate,
+    /// `#[escape]` the call that changes shared state (with `#[on_violation]` undoing
+    /// it), or delay it with `#[on_commit]`.
+    EscapeOrDefer,
+    /// A true dependence: no annotation removes it.
+    TrueDependence,
+}
+
+impl AdviceKind {
+    /// The kind's name in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdviceKind::Checkpoint => "checkpoint",
+            AdviceKind::Accumulate => "accumulate",
+            AdviceKind::EscapeOrDefer => "escape or on_commit",
+            AdviceKind::TrueDependence => "true dependence",
+        }
+    }
+}
+
+/// The fix that fits one dependence of a report ([`crate::Dependence::advice`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advice {
+    /// Which fix.
+    pub kind: AdviceKind,
+    /// What to write and where, in words.
+    pub text: String,
+    /// In profile mode: the speedup on 2 cores the model predicts with the fix applied
+    /// (for a true dependence: with the dependence gone, the most any change of the
+    /// body could give). `None` in a parallel run (`TLS_MODE=profile` computes it).
+    pub predicted_speedup_2: Option<f64>,
+}
+
+impl fmt::Display for Advice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.text)?;
+        if let Some(s) = self.predicted_speedup_2 {
+            match self.kind {
+                AdviceKind::TrueDependence => {
+                    write!(f, " (without it: {s:.2}x on 2 cores, predicted)")?
+                }
+                _ => write!(f, " (then: {s:.2}x on 2 cores, predicted)")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The advice for a load and a store that every epoch makes on one location, at two
+/// calls (`x.set(x.get() + 1)`): profile mode sees that they hit one location.
+pub(crate) fn read_modify_write(store: SourceLocation, load: SourceLocation) -> Advice {
+    Advice {
+        kind: AdviceKind::Accumulate,
+        text: format!(
+            "every epoch loads one location at {load} and stores it at {store} (a running \
+             total, a counter): if the loop uses its value only after it ends, make it an \
+             accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
+             without violations"
+        ),
+        predicted_speedup_2: None,
+    }
+}
+
+/// A load this far through its epoch (by accesses) or later is worth a checkpoint.
+pub(crate) const LATE_LOAD: f64 = 0.5;
+
+/// The fix for the dependence `store` → `load` of the loop at `at`; `load_share` is
+/// the share of its epoch's tracked accesses made before the load, when known.
+pub(crate) fn advise(
+    store: SourceLocation,
+    load: SourceLocation,
+    at: SourceLocation,
+    load_share: Option<f64>,
+) -> Advice {
+    let (kind, text) = if store == load {
+        (
+            AdviceKind::Accumulate,
+            format!(
+                "every epoch reads and writes one location at {load} (a running total, a \
+                 counter): if the loop uses its value only after it ends, make it an \
+                 accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
+                 without violations"
+            ),
+        )
+    } else if store.file() != at.file() {
+        (
+            AdviceKind::EscapeOrDefer,
+            format!(
+                "the store at {store} is in code the loop calls, not in its body: if that \
+                 is state of its own (an allocator, a pool, a cache, a log), escape the call \
+                 (`#[escape]`, with `#[on_violation]` undoing it) or delay it to commit \
+                 (`#[on_commit]`)"
+            ),
+        )
+    } else if let Some(share) = load_share.filter(|&s| s >= LATE_LOAD) {
+        (
+            AdviceKind::Checkpoint,
+            format!(
+                "the load at {load} comes {:.0}% of the way through its epoch: a \
+                 `checkpoint!()` just before it keeps the work before it when the store \
+                 at {store} violates it",
+                100.0 * share.min(1.0)
+            ),
+        )
+    } else {
+        (
+            AdviceKind::TrueDependence,
+            format!(
+                "a value an earlier iteration stores at {store} and this one loads early, at \
+                 {load}: if the loop only adds to it or counts with it and uses it after it \
+                 ends, make it an accumulation (`x += ...`); if each iteration needs the one \
+                 before's value, no annotation removes it (reading it later, with a \
+                 `checkpoint!()` just before, keeps the work before the read)"
+            ),
+        )
+    };
+    Advice {
+        kind,
+        text,
+        predicted_speedup_2: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::panic::Location;
+
+    #[track_caller]
+    fn here() -> SourceLocation {
+        SourceLocation(Location::caller())
+    }
+
+    #[test]
+    fn each_shape_gets_its_fix() {
+        let at = here();
+        let update = here();
+        let (load, store) = (here(), here());
+        // One call that reads and writes: a running total.
+        assert_eq!(
+            advise(update, update, at, Some(0.9)).kind,
+            AdviceKind::Accumulate
+        );
+        // A late load in the loop's own file: a checkpoint before it.
+        assert_eq!(
+            advise(store, load, at, Some(0.8)).kind,
+            AdviceKind::Checkpoint
+        );
+        // An early one: a true dependence; and one whose position is unknown.
+        assert_eq!(
+            advise(store, load, at, Some(0.1)).kind,
+            AdviceKind::TrueDependence
+        );
+        assert_eq!(
+            advise(store, load, at, None).kind,
+            AdviceKind::TrueDependence
+        );
+        // A store in another file: code the loop calls.
+        let elsewhere = crate::report::tests_location();
+        assert_eq!(
+            advise(elsewhere, load, at, Some(0.9)).kind,
+            AdviceKind::EscapeOrDefer
+        );
+        let text = advise(store, load, at, Some(0.8)).text;
+        assert!(
+            text.contains(&load.to_string()) && text.contains("80%"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! Profile mode's advice: the dependences the model predicts on 2 cores, each with the
+//! fix that fits it (`crate::advice`) and the speedup the model predicts once the fix
+//! is applied to the recorded epochs:
+//!
+//! - a checkpoint: one before the first read at the load's line in every epoch;
+//! - an accumulation: the accesses at the load's and the store's calls leave the
+//!   epochs (an accumulation is applied at commit, untracked). A load and a store at
+//!   two calls count as one when the epochs that load a location store it afterwards
+//!   (`x.set(x.get() + 1)`);
+//! - an escape or a delay to commit: the accesses on the store's and the load's
+//!   lines leave the epochs (escaped code runs untracked);
+//! - a true dependence: the reads at the load's line leave the epochs, which is what
+//!   the loop would get without it, the most any change of the body could give.
+
+use super::calibration::costs;
+use super::model::{IN_ORDER_RATIO, Site, predict_chunked};
+use super::recorder::{AccessKind, EpochProfile, Event};
+use crate::advice::{AdviceKind, advise, read_modify_write};
+use crate::report::{Dependence, SourceLocation};
+use std::time::Duration;
+
+/// How many of the predicted dependences get advice (the report's top ones).
+const ADVISED: usize = 3;
+
+/// The dependences the model predicts for the loop at `at` on 2 cores, most lost
+/// time first, the top ones with advice and its predicted gain.
+pub(crate) fn predicted_dependences(
+    items: &[EpochProfile],
+    chunk: Option<usize>,
+    at: &'static std::panic::Location<'static>,
+) -> Vec<Dependence> {
+    let costs = costs();
+    let sequential: f64 = items.iter().map(|e| e.dur + e.commit_work).sum();
+    let sim = predict_chunked(items, 2, &costs, chunk);
+    let mut deps: Vec<_> = sim.deps.into_iter().collect();
+    deps.sort_by(|a, b| {
+        b.1.lost
+            .total_cmp(&a.1.lost)
+            .then(b.1.count.cmp(&a.1.count))
+            .then_with(|| a.0.0.to_string().cmp(&b.0.0.to_string()))
+            .then_with(|| a.0.1.to_string().cmp(&b.0.1.to_string()))
+    });
+    deps.into_iter()
+        .enumerate()
+        .map(|(rank, ((store, load), d))| {
+            let n = d.count.max(1);
+            let share = d.load_share_sum / n as f64;
+            let advice = (rank < ADVISED).then(|| {
+                let mut a = advise(
+                    SourceLocation(store),
+                    SourceLocation(load),
+                    SourceLocation(at),
+                    Some(share),
+                );
+                if a.kind == AdviceKind::TrueDependence && rewrites(items, store, load) {
+                    a = read_modify_write(SourceLocation(store), SourceLocation(load));
+                }
+                let fixed = apply(items, a.kind, store, load);
+                let t = predict_chunked(&fixed, 2, &costs, chunk).time;
+                let s = if t > 0.0 { sequential / t } else { 1.0 };
+                a.predicted_speedup_2 = Some(s.max(IN_ORDER_RATIO));
+                a
+            });
+            Dependence {
+                store: SourceLocation(store),
+                load: SourceLocation(load),
+                count: d.count,
+                wasted: Duration::from_nanos(d.lost as u64),
+                segment: d.segment,
+                load_access: (d.load_index_sum / n) as u32,
+                advice,
+            }
+        })
+        .collect()
+}
+
+/// Whether the epochs that load at `load` store the location they loaded at `store`
+/// afterwards, most of them: a read-modify-write in two calls.
+fn rewrites(items: &[EpochProfile], store: Site, load: Site) -> bool {
+    let (mut loads, mut rewritten) = (0usize, 0usize);
+    for e in items {
+        let Some(i) = e
+            .events
+            .iter()
+            .position(|ev| ev.kind == AccessKind::Read && ev.site == Some(load))
+        else {
+            continue;
+        };
+        loads += 1;
+        let loc = e.events[i].loc;
+        if e.events[i..]
+            .iter()
+            .any(|ev| ev.kind == AccessKind::Write && ev.loc == loc && ev.site == Some(store))
+        {
+            rewritten += 1;
+        }
+    }
+    loads > 0 && rewritten * 10 >= loads * 9
+}
+
+fn same_line(a: Option<Site>, b: Site) -> bool {
+    a.is_some_and(|a| a.file() == b.file() && a.line() == b.line())
+}
+
+/// The recorded epochs as they would be with the fix of `kind` applied.
+fn apply(items: &[EpochProfile], kind: AdviceKind, store: Site, load: Site) -> Vec<EpochProfile> {
+    items
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            match kind {
+                AdviceKind::Checkpoint => {
+                    if let Some(i) = e
+                        .events
+                        .iter()
+                        .position(|ev| ev.kind == AccessKind::Read && same_line(ev.site, load))
+                    {
+                        let at = e.events[i].at;
+                        e.events.insert(
+                            i,
+                            Event {
+                                at,
+                                loc: 0,
+                                kind: AccessKind::Checkpoint,
+                                site: None,
+                            },
+                        );
+                    }
+                }
+                AdviceKind::Accumulate => e
+                    .events
+                    .retain(|ev| ev.site != Some(load) && ev.site != Some(store)),
+                AdviceKind::EscapeOrDefer => e
+                    .events
+                    .retain(|ev| !same_line(ev.site, load) && !same_line(ev.site, store)),
+                AdviceKind::TrueDependence => e
+                    .events
+                    .retain(|ev| !(ev.kind == AccessKind::Read && same_line(ev.site, load))),
+            }
+            e
+        })
+        .collect()
+}
