@@ -64,8 +64,9 @@
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
 //!   while after, then park. `report.rs` collects what each loop did
 //!   ([`last_report`]); `sink.rs` and `trace.rs` write `TLS_REPORT` JSON and the
-//!   `TLS_TRACE` timeline at exit (`json.rs` quotes their strings); `profile/` is
-//!   `TLS_MODE=profile` and its speedup model. `rules.rs` holds the scheduling rules
+//!   `TLS_TRACE` timeline at exit (`json.rs` quotes their strings); `advice.rs` names
+//!   the fix for each dependence of a report; `profile/` is `TLS_MODE=profile`, its
+//!   speedup model and the gain it predicts for each fix (`profile/advise.rs`). `rules.rs` holds the scheduling rules
 //!   the model mirrors (window per thread, chunking, the "a quarter" rollback rule).
 //! - `inject.rs` violates speculative epochs on purpose ([`inject_violations`]), so
 //!   tests can check a loop body against conflicts that real runs make rare.
