@@ -10,8 +10,16 @@ use crate::epoch;
 use std::sync::Once;
 
 /// Installs the hook once per process.
+///
+/// Not while this thread is panicking (a loop run by a destructor during an unwind):
+/// the standard library refuses to change the hook then, with a panic that would abort
+/// the process. The loop runs all the same; a zombie's panic in it may be printed,
+/// and the next loop started outside an unwind installs the hook.
 pub(crate) fn install() {
     static ONCE: Once = Once::new();
+    if std::thread::panicking() {
+        return;
+    }
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {

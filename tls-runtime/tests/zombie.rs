@@ -24,12 +24,20 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
     // SAFETY: no other thread of this process exists yet, and nothing reads the
     // environment concurrently (this binary's only test sets it first thing).
     unsafe { std::env::set_var("TLS_ZOMBIE_WARN_MS", "100") };
+    // 4 items: the caller waits for the loop to settle; 12: it waits on a full window
+    // of epochs in flight (two threads, four each), held up by the zombie.
+    for n in [4usize, 12] {
+        named_once(n);
+    }
+}
+
+fn named_once(n: usize) {
     let mut named = 0;
     // The zombie needs epoch 1 to run beside epoch 0 and the caller to be the one
     // waiting; a few attempts make that certain enough (it is nearly always the first).
     for attempt in 0..10 {
         let ready = Spec::new(false);
-        let out = SpecVec::from(vec![0u64; 4]);
+        let out = SpecVec::from(vec![0u64; n]);
         let release = AtomicBool::new(false);
         let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
         std::thread::scope(|s| {
@@ -38,7 +46,7 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
                 std::thread::sleep(Duration::from_millis(600));
                 release.store(true, Ordering::Release);
             });
-            Loop::new().threads(2).site(site).run(0..4usize, |i| {
+            Loop::new().threads(2).site(site).run(0..n, |i| {
                 if i == 0 {
                     std::thread::sleep(Duration::from_millis(50));
                     ready.set(true);
@@ -58,7 +66,10 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
             });
         });
         // The sequential result, whatever the schedule was.
-        assert_eq!(out.into_vec(), vec![0, 1, 20, 30], "attempt {attempt}");
+        let expected: Vec<u64> = (0..n as u64)
+            .map(|i| if i < 2 { i } else { i * 10 })
+            .collect();
+        assert_eq!(out.into_vec(), expected, "{n} items, attempt {attempt}");
         let report = tls_runtime::last_report().expect("a report");
         assert!(report.stuck_zombies <= 1, "{report}");
         named += report.stuck_zombies;
@@ -68,5 +79,8 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
             break;
         }
     }
-    assert_eq!(named, 1, "no attempt had the caller wait on a stuck zombie");
+    assert_eq!(
+        named, 1,
+        "{n} items: no attempt had the caller wait on a stuck zombie"
+    );
 }

@@ -291,7 +291,13 @@ where
                     self.run_epoch(work, &mut ts, &mut votes);
                 }
                 Claimed::RanInOrder => spins = 0,
-                Claimed::WindowFull => backoff(&mut spins),
+                Claimed::WindowFull => {
+                    backoff(&mut spins);
+                    if is_caller {
+                        // The window can be full because of the zombie.
+                        self.watch_zombie(&mut watch, spins, &mut ts);
+                    }
+                }
                 Claimed::NotMyTurn if is_caller => {
                     backoff(&mut spins);
                     self.watch_zombie(&mut watch, spins, &mut ts);
