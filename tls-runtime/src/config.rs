@@ -1,4 +1,6 @@
-//! Settings read once from the environment.
+//! Settings read once from the environment: when the process makes its first
+//! speculative container outside a loop (which starts the workers) or runs its first
+//! loop, whichever comes first. A variable set later (`std::env::set_var`) is not seen.
 //!
 //! - `TLS_THREADS`: threads per loop, the caller included (default: all cores).
 //! - `TLS_MODE`: `parallel` (default), `sequential` (every loop runs in order on the
@@ -102,10 +104,19 @@ fn read_env() -> Env {
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(Duration::from_micros(1000), Duration::from_micros);
-    let zombie_warn = std::env::var("TLS_ZOMBIE_WARN_MS")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or(Duration::from_millis(2000), Duration::from_millis);
+    let zombie_warn = match std::env::var("TLS_ZOMBIE_WARN_MS") {
+        Err(_) => Duration::from_millis(2000),
+        Ok(s) => match s.trim().parse::<u64>() {
+            Ok(ms) => Duration::from_millis(ms),
+            Err(_) => {
+                eprintln!(
+                    "tls-runtime: TLS_ZOMBIE_WARN_MS={s:?} is not a whole number of \
+                     milliseconds; using 2000"
+                );
+                Duration::from_millis(2000)
+            }
+        },
+    };
     Env {
         threads,
         mode,

@@ -307,9 +307,13 @@ impl ThreadStats {
         threads: usize,
         wall: Duration,
     ) -> LoopReport {
-        // Tracked accesses per committed epoch: where a load sits in its epoch.
-        let per_epoch = (self.epochs > 0 && self.accesses > 0)
-            .then(|| self.accesses as f64 / self.epochs as f64);
+        // Tracked accesses per committed epoch: where a load sits in its epoch. With
+        // few accesses per epoch the count says nothing about time (a load that is
+        // the first statement of a body with one other access would sit "at 100%"),
+        // so the position counts as unknown.
+        let per_epoch = (self.epochs > 0)
+            .then(|| self.accesses as f64 / self.epochs as f64)
+            .filter(|&n| n >= 8.0);
         let mut dependences: Vec<Dependence> = self
             .deps
             .into_iter()

@@ -13,6 +13,10 @@
 //! A violated epoch that has *finished* is re-run by the committer at once, so only a
 //! running one can stay violated that long; an epoch doing that much pure computation
 //! after a violation is named too (it is wasting that work).
+//!
+//! Not seen: a zombie on the calling thread itself (the workers leave a loop when
+//! they have nothing to claim, so no thread is left to watch), and the time before
+//! the caller first saw the epoch violated (the message says "at least").
 
 use super::Shared;
 use crate::config::env;
@@ -74,10 +78,10 @@ where
             format!("loop `{}` ({place})", self.label.name)
         };
         eprintln!(
-            "tls-runtime: {loop_name}: epoch {oldest} was violated (an earlier epoch \
-             changed data it had read) {:.1} s ago and has reached no tracked access, \
-             checkpoint or poll since, so it cannot be rolled back and the loop waits for \
-             it. If it runs code that only ends once values it read agree, it will never \
+            "tls-runtime: {loop_name}: epoch {oldest} has been violated (an earlier epoch \
+             changed data it had read) for at least {:.1} s and has reached no tracked \
+             access, checkpoint or poll since, so it cannot be rolled back and the loop \
+             waits for it. If it runs code that only ends once values it read agree, it will never \
              end: call `tls_runtime::poll()` in that code's loops. (TLS_ZOMBIE_WARN_MS \
              sets how long a loop waits before this message.)",
             waited.as_secs_f64()
