@@ -11,41 +11,16 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step, tls_loop};
 
-const EPOCHS: usize = 2000;
+mod common;
+use common::{median, work};
 
-/// `iters` steps of a dependent multiply-add chain.
-#[inline(never)]
-fn work(iters: u64, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for i in 0..iters {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    black_box(x)
-}
-
-/// Iterations of `work` in about 10 us, measured once by the parent and handed to
-/// the profiling child (both must run the same loops).
+/// Steps of `work` in about 10 us (the parent's count, handed to the profiling child).
 fn iters() -> u64 {
     static ITERS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ITERS.get_or_init(|| {
-        if let Some(n) = std::env::var("ADVICE_ITERS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
-            return n;
-        }
-        let n = 100_000u64;
-        let best = (0..20)
-            .map(|s| {
-                let t = Instant::now();
-                work(n, s);
-                t.elapsed()
-            })
-            .min()
-            .unwrap();
-        (n as f64 * 10e-6 / best.as_secs_f64()).max(1.0) as u64
-    })
+    *ITERS.get_or_init(|| common::iters_for(Duration::from_micros(10), "ADVICE_ITERS"))
 }
+
+const EPOCHS: usize = 2000;
 
 /// The loops as a user first writes them: each has one dependence the report names.
 fn as_written(which: &str) {
@@ -123,11 +98,6 @@ fn running_total_plain(n: usize) -> u64 {
         total = total.wrapping_add(work(iters(), i as u64));
     }
     total
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Plain and fixed run times, interleaved; returns plain / fixed at the medians.

@@ -39,6 +39,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, SpecVec};
 
+mod common;
+use common::{bench_threads as threads, median, work};
+
+/// Steps of `work` in [`ITERATION`], measured once by the parent and handed to the
+/// children so that all run the same loop.
+fn calibrate() -> u64 {
+    common::iters_for(ITERATION, "FIRST_RUN_ITERS")
+}
+
 /// Iterations of the loop.
 const EPOCHS: usize = 800;
 /// Work per iteration.
@@ -47,53 +56,6 @@ const ITERATION: Duration = Duration::from_nanos(3600);
 const LATER: usize = 7;
 /// Longer than idle workers spin before they park.
 const PAUSE: Duration = Duration::from_millis(3);
-
-/// Threads per loop: `BENCH_THREADS`, else 2.
-fn threads() -> usize {
-    std::env::var("BENCH_THREADS")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or(2)
-}
-
-/// `iters` steps of a dependent multiply-add chain (about 1 ns each). Never inlined,
-/// so the plain and the speculative loop run the same machine code.
-#[inline(never)]
-fn work(iters: u64, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for i in 0..iters {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    black_box(x)
-}
-
-/// Steps of `work` in [`ITERATION`]: from the fastest of several timings (the one
-/// the machine's other tenants disturbed least), measured once by the parent and
-/// handed to the children so that all run the same loop.
-fn calibrate() -> u64 {
-    if let Some(n) = std::env::var("FIRST_RUN_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return n;
-    }
-    let n = 200_000u64;
-    let best = (0..30)
-        .map(|s| {
-            let t = Instant::now();
-            work(n, s);
-            t.elapsed()
-        })
-        .min()
-        .unwrap();
-    (n as f64 * ITERATION.as_secs_f64() / best.as_secs_f64()).max(1.0) as u64
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

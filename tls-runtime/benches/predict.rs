@@ -5,52 +5,38 @@
 //! `cargo bench -p tls-runtime --bench predict`; `BENCH_THREADS=2,4,8,16` measures at
 //! each of those thread counts instead of 2 alone (on a machine with that many cores).
 
-use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step};
 
-/// `iters` steps of a dependent multiply-add chain. Never inlined, so that the plain and the speculative loop
-/// run the same machine code for it.
-#[inline(never)]
-fn work(iters: u64, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for i in 0..iters {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    black_box(x)
+mod common;
+use common::{median, work};
+
+/// Steps of `work` in about 10 us, measured once by the parent and handed to the
+/// profiling child (both must run the same loops).
+fn iters() -> u64 {
+    static ITERS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ITERS.get_or_init(|| common::iters_for(Duration::from_micros(10), "TLS_PREDICT_ITERS"))
 }
 
 const EPOCHS: usize = 2000;
-
-/// Iterations of `work` in about 10 us, measured once by the parent and handed to
-/// the profiling child (both must run the same loops).
-fn iters() -> u64 {
-    static ITERS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ITERS.get_or_init(|| {
-        if let Some(n) = std::env::var("TLS_PREDICT_ITERS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
-            return n;
-        }
-        let n = 100_000u64;
-        let best = (0..20)
-            .map(|s| {
-                let t = Instant::now();
-                work(n, s);
-                t.elapsed()
-            })
-            .min()
-            .unwrap();
-        (n as f64 * 10e-6 / best.as_secs_f64()).max(1.0) as u64
-    })
-}
 
 #[derive(Clone)]
 enum Seg {
     Head(usize),
     Tail(u64),
+}
+
+/// Runs `body` for every epoch index: plainly (`threads == 0`) or as the loop `lp`.
+fn each(lp: Loop, threads: usize, body: impl Fn(usize) + Sync) {
+    if threads == 0 {
+        (0..EPOCHS).for_each(body);
+    } else {
+        lp.run(0..EPOCHS, |i| {
+            body(i);
+            Control::<()>::Continue
+        });
+    }
 }
 
 /// Runs loop `which` once, speculatively with `threads` (or plainly with 0).
@@ -64,28 +50,14 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
     match which {
         "no dependence" => {
             let body = |i: usize| out.set(i, work(iters(), i as u64));
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "full chain" => {
             let body = |i: usize| {
                 let a = shared.get();
                 shared.set(work(iters(), a ^ i as u64));
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "every 8th depends" => {
             let body = |i: usize| {
@@ -96,14 +68,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                     shared.set(x);
                 }
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "checkpointed tail" => {
             let head = |i: usize| work(iters(), i as u64);
@@ -130,14 +95,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                     shared.set(x);
                 }
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "neighbours, 4k+2" => {
             // Iteration 4k+2 reads, half-way through, what 4k stored at its end.
@@ -150,14 +108,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                     shared.set(x);
                 }
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "lengths vary" => {
             // No dependence; iterations of 2 to 18 us in a fixed pseudo-random order.
@@ -165,14 +116,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                 let scale = 2 + (i.wrapping_mul(2_654_435_761) >> 7) % 17;
                 out.set(i, work(iters() * scale as u64 / 10, i as u64));
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         "sum at the end" => {
             // Every iteration adds its result to one total as its last step.
@@ -180,14 +124,7 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
                 let x = work(iters(), i as u64);
                 shared.update(|t| *t = t.wrapping_add(x));
             };
-            if threads == 0 {
-                (0..EPOCHS).for_each(body);
-            } else {
-                lp.run(0..EPOCHS, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-            }
+            each(lp, threads, body);
         }
         other => panic!("unknown loop {other}"),
     }
@@ -203,11 +140,6 @@ const LOOPS: [&str; 8] = [
     "lengths vary",
     "sum at the end",
 ];
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn main() {
     if std::env::var_os("TLS_PREDICT_CHILD").is_some() {

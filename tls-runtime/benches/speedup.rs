@@ -10,24 +10,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec};
 
-/// Threads per loop: `BENCH_THREADS`, else 2.
-fn threads() -> usize {
-    std::env::var("BENCH_THREADS")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or(2)
-}
-
-/// `iters` steps of a dependent multiply-add chain (about 1 ns each).
-#[inline(never)]
-fn work(iters: u64, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for i in 0..iters {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    black_box(x)
-}
+mod common;
+use common::{bench_threads as threads, median, work};
 
 /// Iterations of `work` that take about `target`.
 fn calibrate(target: Duration) -> u64 {
@@ -43,11 +27,6 @@ fn calibrate(target: Duration) -> u64 {
         }
         iters *= 4;
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Times each variant `reps` times, interleaved, and returns the medians.
