@@ -14,7 +14,7 @@
 #   scripts/figures.sh            measure everything (about 10 minutes on 2 cores),
 #                                 then rewrite the READMEs' copies
 #   scripts/figures.sh ONLY...    measure only these (speedup checkpoint predict
-#                                 compare tpcc-loops walkthrough), then rewrite
+#                                 advice compare tpcc-loops walkthrough), then rewrite
 #   scripts/figures.sh --check    measure nothing; fail if a README's copy differs
 #                                 from its file or names a file that does not exist
 #
@@ -75,7 +75,7 @@ esac
 
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then
-    wanted=(speedup checkpoint predict compare tpcc-loops walkthrough)
+    wanted=(speedup checkpoint predict advice compare tpcc-loops walkthrough)
 fi
 want() {
     local w
@@ -104,6 +104,12 @@ if want predict; then
     step "profile-mode predictions against measured runs"
     cargo bench -q -p tls-runtime --bench predict 2>/dev/null |
         grep -E '^(loop|no dependence|full chain|every|checkpointed|neighbours|lengths vary|sum at)' >"$FIG/predict.txt"
+fi
+
+if want advice; then
+    step "the report's advice: predicted gain of each fix against the gain measured with it"
+    cargo bench -q -p tls-runtime --bench advice 2>/dev/null |
+        grep -E '^(loop|late load|running total)' >"$FIG/advice.txt"
 fi
 
 if want compare; then
