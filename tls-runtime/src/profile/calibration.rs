@@ -172,7 +172,6 @@ fn calibrate() -> Costs {
         per_epochs.push(work);
         serials.push(work);
     }
-    crate::report::take_last();
     let per_epoch = median(&mut per_epochs);
     let serial = median(&mut serials);
     // Unwinding a few frames of a violated epoch back to its runner.

@@ -157,9 +157,8 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
         // whichever thread commits the epoch before it: (re-run start, its length).
         let mut rerun: Option<(f64, f64)> = None;
         loop {
-            // The earliest violating write: (its time, the violated read's segment,
-            // the store's and the load's lines, the load's share of the epoch); and
-            // the earliest segment with a violated read.
+            // The earliest violating write, and the earliest segment with a violated
+            // read.
             let mut first: Option<Hit> = None;
             let mut earliest_seg = usize::MAX;
             let mut seg = 0usize;
