@@ -16,6 +16,7 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Held, Mutex, Ordering, lock}
 use core::cell::{Cell, RefCell};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
+use std::time::{Duration, Instant};
 
 mod current;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
@@ -303,6 +304,11 @@ pub(crate) struct EpochCx {
     watermark_cache: Cell<u64>,
     /// A rollback signal is unwinding: accesses made by destructors must not raise again.
     pub(crate) raising: Cell<bool>,
+    /// When the signal now unwinding was raised: unwinding costs microseconds (see
+    /// [`EpochCx::take_unwinding`]).
+    raised_at: Cell<Option<Instant>>,
+    /// Time the epoch's rollback signals spent unwinding, not yet counted.
+    unwinding: Cell<Duration>,
     ordinal: Cell<u32>,
     /// Commit-time actions registered so far: a write after one creates a new version,
     /// so that the action sees at commit exactly the writes made before it.
@@ -340,6 +346,8 @@ impl EpochCx {
             published: Cell::new(false),
             watermark_cache: Cell::new(0),
             raising: Cell::new(false),
+            raised_at: Cell::new(None),
+            unwinding: Cell::new(Duration::ZERO),
             ordinal: Cell::new(0),
             generation: Cell::new(0),
             ring,
@@ -488,7 +496,25 @@ impl EpochCx {
     /// Unwinds to the epoch runner with `signal`.
     pub(crate) fn raise<S: Send + 'static>(&self, signal: S) -> ! {
         self.raising.set(true);
+        self.raised_at.set(Some(Instant::now()));
         std::panic::resume_unwind(Box::new(signal))
+    }
+
+    /// The runner caught the signal [`EpochCx::raise`] unwound (or a panic): ends the
+    /// unwinding's clock, if one was raised. One clock read per rollback, none per
+    /// access.
+    pub(crate) fn caught(&self) {
+        self.raising.set(false);
+        if let Some(at) = self.raised_at.take() {
+            self.unwinding.set(self.unwinding.get() + at.elapsed());
+        }
+    }
+
+    /// Time rollback signals spent unwinding from the access that raised them to the
+    /// epoch's runner since the last call: the fixed cost of each rollback, several
+    /// microseconds on some machines, measured for the report and the speedup model.
+    pub(crate) fn take_unwinding(&self) -> Duration {
+        self.unwinding.replace(Duration::ZERO)
     }
 
     /// In profile mode, notes an access to the location at `addr`, made at `site`.

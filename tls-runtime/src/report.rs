@@ -112,6 +112,14 @@ pub struct LoopReport {
     pub busy: Duration,
     /// Time spent on work discarded by rollbacks.
     pub wasted: Duration,
+    /// The part of `wasted` that rollbacks spent unwinding the violated epochs' stacks
+    /// from the access that found the violation back to the runtime: the fixed cost of
+    /// each rollback (microseconds on some machines), whatever work it discarded.
+    pub unwinding: Duration,
+    /// Rollbacks that unwound a running epoch (the others re-ran an epoch that had
+    /// already finished, with nothing to unwind): `unwinding` divided by this is the
+    /// fixed cost of one.
+    pub unwinds: u64,
     /// Time finished epochs waited to become homefree.
     pub wait: Duration,
     /// Time threads in the loop had no epoch to run.
@@ -240,6 +248,8 @@ pub(crate) struct ThreadStats {
     pub(crate) accesses: u64,
     pub(crate) busy: Duration,
     pub(crate) wasted: Duration,
+    pub(crate) unwinding: Duration,
+    pub(crate) unwinds: u64,
     pub(crate) wait: Duration,
     pub(crate) idle: Duration,
     pub(crate) present: Duration,
@@ -247,6 +257,14 @@ pub(crate) struct ThreadStats {
 }
 
 impl ThreadStats {
+    /// Counts the unwinding a rollback took (none when the epoch had finished).
+    pub(crate) fn unwound(&mut self, took: Duration) {
+        if !took.is_zero() {
+            self.unwinding += took;
+            self.unwinds += 1;
+        }
+    }
+
     /// Counts a violation by `store` of `load` that discarded `wasted` of work.
     pub(crate) fn violation(
         &mut self,
@@ -283,6 +301,8 @@ impl ThreadStats {
         self.accesses += other.accesses;
         self.busy += other.busy;
         self.wasted += other.wasted;
+        self.unwinding += other.unwinding;
+        self.unwinds += other.unwinds;
         self.wait += other.wait;
         self.idle += other.idle;
         self.present += other.present;
@@ -354,6 +374,8 @@ impl ThreadStats {
             wall,
             busy: self.busy,
             wasted: self.wasted,
+            unwinding: self.unwinding,
+            unwinds: self.unwinds,
             wait: self.wait,
             idle: self.idle,
             dependences,

@@ -114,6 +114,43 @@ fn planted_dependence_is_reported_with_its_lines() {
 }
 
 #[test]
+fn a_running_epoch_violated_unwinds_and_the_report_counts_it() {
+    // Odd epochs read the cell at once and reach their next access 2 ms later; the
+    // even epoch before writes the cell after 1 ms: the odd one finds the violation
+    // at that access, still running, and unwinds from there.
+    let mut seen = false;
+    for _ in 0..10 {
+        let cell = Spec::new(0u64);
+        let other = SpecVec::from(vec![0u64; 8]);
+        Loop::new()
+            .threads(2)
+            .chunk(1)
+            .site(Box::leak(Box::new(tls_runtime::LoopSite::new())))
+            .run(0..8usize, |i| {
+                if i % 2 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    cell.update(|c| *c += 1);
+                } else {
+                    let v = cell.get();
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    other.set(i, v);
+                }
+                Control::<()>::Continue
+            });
+        assert_eq!(other.into_vec(), vec![0, 1, 0, 2, 0, 3, 0, 4]);
+        let r = tls_runtime::last_report().unwrap();
+        assert!(r.unwinds <= r.rollbacks, "{r}");
+        assert!(r.unwinding <= r.wasted, "{r}");
+        assert_eq!(r.unwinds == 0, r.unwinding.is_zero(), "{r}");
+        if r.unwinds > 0 {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "no run unwound a violated epoch");
+}
+
+#[test]
 fn independent_epochs_report_no_dependence() {
     let v = SpecVec::from(vec![0u64; 200]);
     Loop::new().threads(2).run(0..200usize, |i| {

@@ -4,7 +4,7 @@
 //! on two threads against the same work run plainly (per-epoch cost = busy time per
 //! epoch beyond the work; serialized cost = what the wall time per epoch has beyond
 //! half of work plus cost; the medians of fifteen runs that ran speculatively); and the
-//! unwinding of a rollback.
+//! unwinding of a rollback, measured in real rollbacks of a speculative loop.
 
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::loop_builder::Loop;
@@ -96,14 +96,6 @@ fn calibrate() -> Costs {
     // the adaptive policy would soon run it in order. The fastest of a few runs: a run
     // the scheduler of a busy machine interrupted measures the machine, not the
     // runtime.
-    #[inline(never)]
-    fn spin(iters: u64) -> u64 {
-        let mut x = 1u64;
-        for i in 0..iters {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-        }
-        std::hint::black_box(x)
-    }
     let probe = 20_000u64;
     let t = Instant::now();
     spin(probe);
@@ -174,19 +166,7 @@ fn calibrate() -> Costs {
     }
     let per_epoch = median(&mut per_epochs);
     let serial = median(&mut serials);
-    // Unwinding a few frames of a violated epoch back to its runner.
-    #[inline(never)]
-    fn unwind_from(depth: u32) -> u32 {
-        if depth == 0 {
-            std::panic::resume_unwind(Box::new(crate::epoch::RollbackSignal));
-        }
-        unwind_from(depth - 1) + 1
-    }
-    let t = Instant::now();
-    for _ in 0..200 {
-        let _ = std::panic::catch_unwind(|| unwind_from(8));
-    }
-    let rollback = t.elapsed().as_nanos() as f64 / 200.0;
+    let rollback = rollback_cost(iters);
     Costs {
         write: (write - plain_write).max(0.0),
         commit_write,
@@ -202,4 +182,68 @@ fn calibrate() -> Costs {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// About `iters` steps of work that the optimizer cannot remove.
+#[inline(never)]
+fn spin(iters: u64) -> u64 {
+    let mut x = 1u64;
+    for i in 0..iters {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+/// What a rollback costs beyond the work it discards: the unwinding of the violated
+/// epoch's stack from the access that found the violation back to the runtime,
+/// measured where it happens, in a speculative loop on two threads in which each
+/// epoch reads early what the one before writes at its end (so most epochs find the
+/// violation at their last access and unwind from there). Unwinding costs
+/// microseconds on some machines, more than a copy of its frames shows: a synthetic
+/// unwind of as many frames measured two thirds of the real one on the development
+/// VM. The median of a few runs; the synthetic unwind when no run rolled back.
+fn rollback_cost(iters: u64) -> f64 {
+    let shared = crate::Spec::new(0u64);
+    let out = crate::SpecVec::from(vec![0u64; 64]);
+    let body = |i: u64| {
+        let seen = shared.get();
+        let x = spin(iters) ^ seen;
+        shared.set(x);
+        out.set(i as usize, spin(iters / 4));
+    };
+    let mut per_rollback = Vec::new();
+    // The first run is not counted: a process's first unwinding costs several times
+    // the later ones (the unwinder loads and indexes the unwind tables).
+    for run in 0..9 {
+        // A fresh site each run: a loop that rolls back this much soon runs in order.
+        let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
+        let mut lp = Loop::new()
+            .name("tls-runtime calibration")
+            .threads(2)
+            .chunk(1)
+            .site(site);
+        lp.internal = true;
+        lp.run_uncalibrated(0..64, &body);
+        if let Some(r) = crate::report::take_last()
+            && r.unwinds > 0
+            && run > 0
+        {
+            per_rollback.push(r.unwinding.as_nanos() as f64 / r.unwinds as f64);
+        }
+    }
+    if !per_rollback.is_empty() {
+        return median(&mut per_rollback);
+    }
+    #[inline(never)]
+    fn unwind_from(depth: u32) -> u32 {
+        if depth == 0 {
+            std::panic::resume_unwind(Box::new(crate::epoch::RollbackSignal));
+        }
+        unwind_from(depth - 1) + 1
+    }
+    let t = Instant::now();
+    for _ in 0..200 {
+        let _ = std::panic::catch_unwind(|| unwind_from(8));
+    }
+    t.elapsed().as_nanos() as f64 / 200.0
 }

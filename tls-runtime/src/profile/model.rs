@@ -7,19 +7,22 @@
 //!   and of each speculative write (a new version).
 //! - A read of a location that an earlier epoch writes *later* (in simulated time)
 //!   is a violation, handled as the runtime handles it: the epoch learns of it at its
-//!   next tracked access or checkpoint after the write, unwinds, and restarts the
-//!   segment that read it (or the whole epoch, without checkpoints) there. An epoch
-//!   that reaches its end first (no tracked access left after the write, or the
-//!   write came after it finished) waits, and re-runs the segment once it is
-//!   homefree (when the epoch before it commits), on the first thread free then.
-//!   Forwarding is free: a read after the earlier write sees its value. Restarts
-//!   repeat until no earlier write comes after one of the epoch's reads.
+//!   next tracked access or checkpoint after the write (an `update`, recorded as a
+//!   read and a write, is one access), unwinds, and restarts the segment that read
+//!   it (or the whole epoch, without checkpoints) there. An epoch that reaches its
+//!   end first (no tracked access left after the write, or the write came after it
+//!   finished) is re-run once homefree by the thread that commits the epoch before
+//!   it, right after that commit; the thread that ran it first went on to later
+//!   epochs. Forwarding is free: a read after the earlier write sees its value.
+//!   Restarts repeat until no earlier write comes after one of the epoch's reads.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
 //!   paying the measured serialized cost of a commit hand-off plus the measured cost
 //!   of committing each written location, plus the time the epoch's commit-time
-//!   actions (`on_commit`, accumulations) took when recorded; that time also
-//!   occupies the epoch's thread.
+//!   actions (`on_commit`, accumulations) took when recorded. The commit is work of
+//!   the thread that does it: the epoch's own when the one before has committed by
+//!   the time it finishes, else the thread that commits the one before (a chain);
+//!   it pays the commit's share of the per-epoch cost and the commit-time actions.
 //! - The predicted time is when the last epoch commits; the speedup is the
 //!   sequential time (the sum of the epochs' durations and commit-time work) over it. The runtime falls
 //!   back to in-order execution when speculation loses, so a prediction below about
@@ -27,6 +30,11 @@
 //!
 //! A violation that hits a running epoch also costs the unwinding of its stack. The
 //! costs come from `calibration.rs`.
+//!
+//! Where two threads' epochs end close together, whether a read wins its race with
+//! the write it needs is decided by a few percent of an epoch's length, which moves
+//! from run to run; so the prediction is the mean of several replays, the recorded
+//! lengths and lengths varied by up to [`VARIATION`] (`simulate_varied`).
 //!
 //! Epochs are what the runtime would run: unless the loop sets its chunk, iterations
 //! are grouped as the runtime's automatic chunking groups them (about
@@ -110,6 +118,8 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
     let window = threads * EPOCHS_PER_THREAD;
     let mut free = vec![0.0f64; threads];
     let mut commit = Vec::with_capacity(epochs.len());
+    // The thread that committed each epoch.
+    let mut committers: Vec<usize> = Vec::with_capacity(epochs.len());
     // Final write times of finished epochs, per location: (epoch, time, line).
     let mut writes: HashMap<usize, Vec<(usize, f64, Option<Site>)>> = HashMap::new();
     let mut last_commit = 0.0f64;
@@ -120,7 +130,7 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
             .min_by(|a, b| a.1.total_cmp(b.1))
             .expect("at least one thread");
         let window_free = if j >= window { commit[j - window] } else { 0.0 };
-        let start = thread_free.max(window_free) + costs.epoch;
+        let start = thread_free.max(window_free) + costs.epoch * (1.0 - COMMIT_SHARE);
         let reads = e
             .events
             .iter()
@@ -232,7 +242,9 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
             let noticed = e
                 .events
                 .iter()
-                .map(|ev| t0 + ev.at * scale)
+                .enumerate()
+                .filter(|&(i, ev)| checks(&e.events, i, ev))
+                .map(|(_, ev)| t0 + ev.at * scale)
                 .find(|&at| at > w && at < t0 + dur);
             let Some(noticed) = noticed else {
                 // Every earlier write is known by then: the re-run starts from the
@@ -263,15 +275,13 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
         }
         let finish = t0 + dur;
         let slot = match rerun {
-            // The re-run occupies the thread that is free first once the epoch is
-            // homefree (the committer), not the one that ran it first.
+            // The re-run is done by the thread that commits the epoch before (it
+            // finds this one finished and violated at the watermark), once that
+            // commit is done; the thread that ran it first went on to later epochs
+            // as soon as its run ended.
             Some((at, len)) => {
-                let (next, &f) = free
-                    .iter()
-                    .enumerate()
-                    .min_by(|a, b| a.1.total_cmp(b.1))
-                    .expect("at least one thread");
-                free[next] = f.max(at) + len;
+                let next = committers.last().copied().unwrap_or(slot);
+                free[next] = free[next].max(at) + len;
                 next
             }
             None => {
@@ -279,13 +289,20 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
                 slot
             }
         };
-        // Commit-time actions (`on_commit`, accumulations) run one epoch after
-        // another, and they are also work a thread does: charged to the epoch's
-        // own thread, right after it, so that no simulated thread idles waiting
-        // for the commit order.
-        last_commit =
-            finish.max(last_commit) + costs.serial + written * costs.commit_write + e.commit_work;
-        free[slot] = free[slot].max(finish) + e.commit_work;
+        // The commit, in loop order, is done by the thread that finds the epoch at
+        // the watermark: its own, if the epoch before has committed by the time it
+        // finishes; else the thread that commits the epoch before, right after that
+        // one (a chain: one thread commits the epochs that waited, one after another,
+        // as the runtime's does). The commit's share of the per-epoch cost, and the
+        // epoch's commit-time actions (`on_commit`, accumulations), occupy that
+        // thread; the hand-off and the written locations are serialized.
+        let (committer, ready) = match committers.last() {
+            Some(&prev) if finish < last_commit => (prev, last_commit),
+            _ => (slot, finish),
+        };
+        last_commit = ready + costs.serial + written * costs.commit_write + e.commit_work;
+        free[committer] = free[committer].max(last_commit) + costs.epoch * COMMIT_SHARE;
+        committers.push(committer);
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
@@ -301,6 +318,16 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
         rolled_back,
         deps,
     }
+}
+
+/// Whether event `i` (`ev`) is an access at which the runtime looks for a violation.
+/// A read-modify-write (`update`) is one access recorded as a read and then a write of
+/// the same location: its write part makes no check of its own (a violation that
+/// arrives during it is found at the next access).
+fn checks(events: &[Event], i: usize, ev: &Event) -> bool {
+    ev.kind != AccessKind::Write
+        || i == 0
+        || !(events[i - 1].kind == AccessKind::Read && events[i - 1].loc == ev.loc)
 }
 
 /// The epochs the runtime would run for `items` grouped `chunk` at a time: durations
@@ -351,7 +378,7 @@ pub(super) fn predict_chunked(
     });
     loop {
         let epochs = chunked(items, c);
-        let sim = simulate(&epochs, threads, costs);
+        let sim = simulate_varied(&epochs, threads, costs);
         if chunk.is_none() && c > 1 && halve_chunk(sim.rolled_back as u64, epochs.len() as u64) {
             c /= 2;
             continue;
@@ -383,6 +410,87 @@ pub(crate) fn speedups(
         .collect();
     (Duration::from_nanos(sequential as u64), out)
 }
+
+/// Replays the epochs as recorded and [`REPLAYS`] - 1 times more with each epoch's
+/// length varied by up to [`VARIATION`] (deterministically), and averages: an
+/// epoch's length moves by a few percent from one run to the next, and where two
+/// threads' epochs end close together (a dependence at the end of each epoch), whether
+/// they race is decided by those few percent. One replay of the recorded lengths
+/// picks one outcome; a real run goes either way, and a prediction from one replay
+/// was off by half on such loops.
+fn simulate_varied(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> Simulated {
+    let mut total = simulate(epochs, threads, costs);
+    for replay in 1..REPLAYS {
+        let varied: Vec<EpochProfile> = epochs
+            .iter()
+            .enumerate()
+            .map(|(j, e)| {
+                let k = 1.0 + VARIATION * unit_noise(j as u64, replay as u64);
+                EpochProfile {
+                    dur: e.dur * k,
+                    events: e
+                        .events
+                        .iter()
+                        .map(|ev| Event {
+                            at: ev.at * k,
+                            ..*ev
+                        })
+                        .collect(),
+                    commit_work: e.commit_work,
+                }
+            })
+            .collect();
+        let sim = simulate(&varied, threads, costs);
+        total.time += sim.time;
+        total.rolled_back += sim.rolled_back;
+        for (k, d) in sim.deps {
+            let t = total.deps.entry(k).or_insert(SimDependence {
+                segment: d.segment,
+                ..SimDependence::default()
+            });
+            t.count += d.count;
+            t.lost += d.lost;
+            t.load_share_sum += d.load_share_sum;
+            t.load_index_sum += d.load_index_sum;
+            t.segment = t.segment.min(d.segment);
+        }
+    }
+    let n = REPLAYS as f64;
+    total.time /= n;
+    total.rolled_back = (total.rolled_back as f64 / n).round() as usize;
+    for d in total.deps.values_mut() {
+        // Averaged counts; the sums of shares and indexes stay consistent with them.
+        let count = d.count;
+        d.count = (count as f64 / n).ceil() as u64;
+        d.lost /= n;
+        let per = d.count as f64 / count.max(1) as f64;
+        d.load_share_sum *= per;
+        d.load_index_sum = (d.load_index_sum as f64 * per).round() as u64;
+    }
+    total
+}
+
+/// A deterministic value in [-1, 1) for epoch `j` of replay `r` (splitmix64).
+fn unit_noise(j: u64, r: u64) -> f64 {
+    let mut z = j
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(r.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+/// Replays per prediction (see [`simulate_varied`]).
+const REPLAYS: usize = 6;
+
+/// How much a replay varies each epoch's length: up to this share either way.
+const VARIATION: f64 = 0.08;
+
+/// The share of the calibrated per-epoch cost that is the commit (published epoch
+/// taken, its versions made committed values, the next one handed on): about half in
+/// the runtime's traces; paid by the committing thread.
+const COMMIT_SHARE: f64 = 0.5;
 
 /// The share of an epoch's length by which a read must follow the write it needs to
 /// be sure to see it (see `simulate`).

@@ -151,19 +151,60 @@ fn a_violation_is_noticed_at_the_next_access_or_handled_when_homefree() {
 }
 
 #[test]
-fn a_homefree_re_run_takes_the_first_free_thread() {
+fn a_homefree_re_run_is_done_by_the_committer_of_the_epoch_before() {
     // Epoch 1 reads at its start what epoch 0 writes at its end, and then has
-    // nothing tracked: it re-runs after epoch 0 commits. Epochs 2 and 3 are
-    // independent and keep the other thread busy meanwhile.
+    // nothing tracked: it re-runs after epoch 0 commits, on the thread that commits
+    // epoch 0 (which finds it finished and violated). The thread that ran it first
+    // went on at once. Epochs 2 and 3 are independent.
     let e = [
-        epoch(1000.0, &[(1000.0, 5, AccessKind::Write)]),
+        epoch(2000.0, &[(2000.0, 5, AccessKind::Write)]),
         epoch(1000.0, &[(0.0, 5, AccessKind::Read)]),
         epoch(1000.0, &[]),
         epoch(1000.0, &[]),
     ];
-    // Thread A: epoch 0 [0, 1000], epoch 2 [1000, 2000]; thread B: epoch 1's
-    // first run [0, 1000], its re-run [1000, 2000], epoch 3 [2000, 3000].
+    // Thread A: epoch 0 [0, 2000], epoch 1's re-run [2000, 3000]; thread B: epoch
+    // 1's first run [0, 1000], epoch 2 [1000, 2000], epoch 3 [2000, 3000]. (Had the
+    // re-run waited on the thread that ran it first, epochs 2 and 3 would have
+    // ended at 4000.)
     assert_eq!(predict(&e, 2, &FREE), 3000.0);
+}
+
+#[test]
+fn a_read_modify_write_is_one_access() {
+    // Epoch 1's `update` of location 7 (a read and a write, recorded a moment
+    // apart) races epoch 0's write of it at the same instant. Its own write part
+    // makes no check: with nothing after it, epoch 1 finishes, and re-runs once
+    // homefree, without paying an unwinding.
+    let costs = Costs {
+        rollback: 500.0,
+        ..FREE
+    };
+    let e = [
+        epoch(1000.0, &[(1000.0, 7, AccessKind::Write)]),
+        epoch(
+            1001.0,
+            &[(999.8, 7, AccessKind::Read), (1000.2, 7, AccessKind::Write)],
+        ),
+    ];
+    assert_eq!(predict(&e, 2, &costs), 2001.0);
+}
+
+#[test]
+fn replays_vary_epoch_lengths_a_little_and_average() {
+    for j in 0..1000 {
+        let u = unit_noise(j, 3);
+        assert!((-1.0..1.0).contains(&u), "{u}");
+    }
+    // Independent epochs: the varied replays average close to the recorded one.
+    let e: Vec<_> = (0..200)
+        .map(|i| epoch(1000.0, &[(500.0, i, AccessKind::Write)]))
+        .collect();
+    let recorded = predict(&e, 2, &FREE);
+    let varied = simulate_varied(&e, 2, &FREE).time;
+    assert!(
+        (varied / recorded - 1.0).abs() < VARIATION,
+        "{varied} {recorded}"
+    );
 }
 
 #[test]

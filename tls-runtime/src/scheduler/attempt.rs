@@ -149,7 +149,7 @@ where
         let r = catch_unwind(AssertUnwindSafe(|| {
             self.run_from(cx, items, pos, state, snaps)
         }));
-        cx.raising.set(false);
+        cx.caught();
         match r {
             Ok(control) => Attempt::Finished(control),
             Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,

@@ -43,6 +43,7 @@ where
         let end = work.finished.take().unwrap_or_else(Instant::now);
         let lost = end.saturating_duration_since(work.snaps[target as usize].started);
         ts.wasted += lost;
+        ts.unwound(cx.take_unwinding());
         ts.rollbacks += 1;
         // For the adaptive policy an epoch counts as rolled back when the rollback
         // threw away a good part of it; going back to a late checkpoint costs little
@@ -75,6 +76,7 @@ where
                 );
             }
         }
+        ts.unwound(cx.take_unwinding());
         ts.squashed += 1;
         undo_to(cx, 0);
     }
