@@ -106,6 +106,17 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
 
 /// Replays the recorded epochs on `threads` simulated threads.
 pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> Simulated {
+    simulate_replay(epochs, threads, costs, 0)
+}
+
+/// [`simulate`], with each epoch's length varied as replay `replay` of
+/// [`simulate_varied`] varies it (replay 0: as recorded).
+fn simulate_replay(
+    epochs: &[EpochProfile],
+    threads: usize,
+    costs: &Costs,
+    replay: u64,
+) -> Simulated {
     let mut deps: HashMap<(Site, Site), SimDependence> = HashMap::new();
     if epochs.is_empty() {
         return Simulated {
@@ -141,7 +152,13 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
             .iter()
             .filter(|ev| ev.kind == AccessKind::Write)
             .count() as f64;
-        let dur = e.dur + reads * costs.access + written * costs.write;
+        // The epoch's length in this replay; its events move with it (`scale`).
+        let varied = if replay == 0 {
+            e.dur
+        } else {
+            e.dur * (1.0 + VARIATION * unit_noise(j as u64, replay))
+        };
+        let dur = varied + reads * costs.access + written * costs.write;
         // Threads never run in lockstep: a read that comes less than this after the
         // earlier epoch's write it needs races with that write in a real run (an
         // epoch's start moves by a few percent of its length from one run to the
@@ -421,26 +438,7 @@ pub(crate) fn speedups(
 fn simulate_varied(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> Simulated {
     let mut total = simulate(epochs, threads, costs);
     for replay in 1..REPLAYS {
-        let varied: Vec<EpochProfile> = epochs
-            .iter()
-            .enumerate()
-            .map(|(j, e)| {
-                let k = 1.0 + VARIATION * unit_noise(j as u64, replay as u64);
-                EpochProfile {
-                    dur: e.dur * k,
-                    events: e
-                        .events
-                        .iter()
-                        .map(|ev| Event {
-                            at: ev.at * k,
-                            ..*ev
-                        })
-                        .collect(),
-                    commit_work: e.commit_work,
-                }
-            })
-            .collect();
-        let sim = simulate(&varied, threads, costs);
+        let sim = simulate_replay(epochs, threads, costs, replay as u64);
         total.time += sim.time;
         total.rolled_back += sim.rolled_back;
         for (k, d) in sim.deps {
