@@ -72,6 +72,9 @@ impl Entry {
     }
 }
 
+/// On cache lines of its own: threads working on different shards must not
+/// move each other's lines.
+#[repr(align(128))]
 struct Shard {
     table: Mutex<IdMap<u64, Entry>>,
     cond: Condvar,

@@ -42,6 +42,7 @@ use crate::chain::{Chain, spin_lock};
 use crate::db::Database;
 use crate::error::{Error, PageId, Result};
 use crate::lock::{LockMode, TxnLocks, lock_name};
+use crate::stripes::{Padded, Striped};
 use crate::txn::Txn;
 
 /// Trees whose last leaf the handle remembers for reads.
@@ -66,17 +67,22 @@ pub struct LeafHint {
 pub struct SharedTxn<'t, 'db> {
     db: &'db Database,
     id: u64,
-    txn: Mutex<&'t mut Txn<'db>>,
-    lent: Mutex<Lent>,
+    // The mutexes each on cache lines of their own, apart from the fields every
+    // operation only reads: the loop's threads take them all the time, and a
+    // line that one thread writes and the other reads moves between their cores
+    // on every access (on two threads New Order's epochs took about half as long
+    // again as on one).
+    txn: Padded<Mutex<&'t mut Txn<'db>>>,
+    lent: Padded<Mutex<Lent>>,
     chain: Arc<Mutex<Chain>>,
     /// Record buffers for writes, one taken per write in progress.
-    ctxs: Mutex<Vec<LogCtx>>,
+    ctxs: Padded<Mutex<Vec<LogCtx>>>,
     /// Whether the transaction is registered as a writer.
     registered: AtomicBool,
-    /// Per tree (root, last leaf read): a guess that saves descents on
-    /// ascending reads; any thread may overwrite it, a wrong one costs a
-    /// descent.
-    hints: [(AtomicU32, AtomicU32); HINTS],
+    /// Per thread stripe and tree (root, last leaf read): a guess that saves
+    /// descents on ascending reads (each thread's own reads); a wrong one costs
+    /// a descent.
+    hints: Striped<[(AtomicU32, AtomicU32); HINTS]>,
 }
 
 impl<'db> Txn<'db> {
@@ -90,10 +96,10 @@ impl<'db> Txn<'db> {
         SharedTxn {
             db: self.database(),
             id: self.id(),
-            txn: Mutex::new(self),
-            lent: Mutex::new(Lent { locks, tables }),
+            txn: Padded(Mutex::new(self)),
+            lent: Padded(Mutex::new(Lent { locks, tables })),
             chain,
-            ctxs: Mutex::new(Vec::new()),
+            ctxs: Padded(Mutex::new(Vec::new())),
             registered: AtomicBool::new(false),
             hints: Default::default(),
         }
@@ -113,7 +119,7 @@ impl SharedTxn<'_, '_> {
         Txn::check_sizes_in(self.db, key, value)?;
         let root = {
             // The common case, opened and granted in one hold of the mutex.
-            let mut lent = spin_lock(&self.lent);
+            let mut lent = spin_lock(&self.lent.0);
             let Lent { locks, tables } = &mut *lent;
             let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
             if self
@@ -131,7 +137,7 @@ impl SharedTxn<'_, '_> {
 
     /// Opens the table (its shared table lock, once); returns its root.
     fn open_table(&self, table: TableId) -> Result<PageId> {
-        let mut lent = spin_lock(&self.lent);
+        let mut lent = spin_lock(&self.lent.0);
         let Lent { locks, tables } = &mut *lent;
         Txn::open_table_in(self.db, self.id, tables, locks, table)
     }
@@ -142,7 +148,7 @@ impl SharedTxn<'_, '_> {
         let mut deadline = None;
         loop {
             let name = {
-                let mut lent = spin_lock(&self.lent);
+                let mut lent = spin_lock(&self.lent.0);
                 let name = lock_name(root, key);
                 // Granted and counted in one step under the mutex, so that a
                 // sibling's `unlock_once` cannot slip in between.
@@ -169,7 +175,7 @@ impl SharedTxn<'_, '_> {
     }
 
     fn hint(&self, root: PageId) -> Option<&AtomicU32> {
-        for (r, leaf) in &self.hints {
+        for (r, leaf) in self.hints.mine() {
             match r.load(Ordering::Relaxed) {
                 0 => {
                     // Claim a free entry; if another thread took it meanwhile,
@@ -252,7 +258,7 @@ impl SharedTxn<'_, '_> {
         };
         let root = self.lock(table, key, value, LockMode::Exclusive)?;
         if !self.registered.load(Ordering::Acquire) {
-            spin_lock(&self.txn).register_writer();
+            spin_lock(&self.txn.0).register_writer();
             self.registered.store(true, Ordering::Release);
         }
         let hint = self.hint(root);
@@ -263,7 +269,7 @@ impl SharedTxn<'_, '_> {
         } else {
             hint.map_or(0, |h| h.load(Ordering::Relaxed))
         };
-        let mut ctx = spin_lock(&self.ctxs).pop().unwrap_or_else(|| LogCtx {
+        let mut ctx = spin_lock(&self.ctxs.0).pop().unwrap_or_else(|| LogCtx {
             txn: self.id,
             chain: Some(Arc::clone(&self.chain)),
             ..LogCtx::default()
@@ -273,7 +279,7 @@ impl SharedTxn<'_, '_> {
             .db
             .store
             .modify(root, key, m, mode, &mut ctx, &mut leaf);
-        spin_lock(&self.ctxs).push(ctx);
+        spin_lock(&self.ctxs.0).push(ctx);
         if let Some(h) = hint {
             h.store(leaf, Ordering::Relaxed);
         }
@@ -368,7 +374,7 @@ impl SharedTxn<'_, '_> {
     /// of a speculative read's lock); the lock is released when no
     /// acquisition remains.
     pub fn unlock_once(&self, table: TableId, key: &[u8]) {
-        let mut lent = spin_lock(&self.lent);
+        let mut lent = spin_lock(&self.lent.0);
         self.db
             .locks
             .release_one(self.id, &mut lent.locks, lock_name(table.0, key));
@@ -376,18 +382,19 @@ impl SharedTxn<'_, '_> {
 
     /// Number of distinct locks the transaction holds.
     pub fn locks_held(&self) -> usize {
-        spin_lock(&self.lent).locks.len()
+        spin_lock(&self.lent.0).locks.len()
     }
 }
 
 impl Drop for SharedTxn<'_, '_> {
     fn drop(&mut self) {
-        let lent = self.lent.get_mut().unwrap_or_else(|e| e.into_inner());
+        let lent = self.lent.0.get_mut().unwrap_or_else(|e| e.into_inner());
         let (locks, tables) = (
             std::mem::take(&mut lent.locks),
             std::mem::take(&mut lent.tables),
         );
         self.txn
+            .0
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .return_locks(locks, tables);

@@ -118,6 +118,32 @@ impl Hasher for FoldHasher {
     }
 }
 
+/// Where a loop's reads for update found their rows, by row.
+type FoundMap<F> = HashMap<RowKey, F, BuildHasherDefault<FoldHasher>>;
+
+/// One thread stripe's [`FoundMap`], alone on its cache lines.
+#[repr(align(128))]
+struct FoundAt<F>(Mutex<FoundMap<F>>);
+
+impl<F> Default for FoundAt<F> {
+    fn default() -> Self {
+        FoundAt(Mutex::new(HashMap::default()))
+    }
+}
+
+/// Stripes of `found_at` (threads beyond it share).
+const FOUND_AT_STRIPES: usize = 16;
+
+/// This thread's stripe number: threads take numbers in the order they first ask.
+fn thread_stripe() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    STRIPE.with(|s| *s)
+}
+
 /// A row as the overlay holds it: its value, or `None` once deleted.
 type Row = Option<Arc<[u8]>>;
 
@@ -174,8 +200,11 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     overlay: SpecMap<RowKey, Row>,
     sink: &'a Accumulator<'a, Applier<'r, S>>,
     /// Where rows read for update were found, for their write at commit (only a
-    /// hint: a wrong one costs the store a lookup, so it needs no tracking).
-    found_at: Mutex<HashMap<RowKey, S::Found, BuildHasherDefault<FoldHasher>>>,
+    /// hint: a wrong or missing one costs the store a lookup, so it needs no
+    /// tracking). One map per thread stripe: an epoch's write follows its own read
+    /// on its own thread, and a map both threads locked on every row moved its
+    /// lines between their cores each time.
+    found_at: Box<[FoundAt<S::Found>]>,
 }
 
 /// Runs `f` (which runs speculative loops over the rows) with a fresh overlay over
@@ -208,7 +237,7 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
             sink: &sink,
-            found_at: Mutex::new(HashMap::default()),
+            found_at: (0..FOUND_AT_STRIPES).map(|_| FoundAt::default()).collect(),
         };
         f(&rows)
     };
@@ -219,6 +248,14 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
 }
 
 impl<S: SharedKv> SpecRows<'_, '_, S> {
+    /// This thread's map of where rows read for update were found.
+    fn found_at(&self) -> std::sync::MutexGuard<'_, FoundMap<S::Found>> {
+        self.found_at[thread_stripe() % FOUND_AT_STRIPES]
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The threads each loop over these rows runs on.
     pub fn threads(&self) -> usize {
         self.threads
@@ -245,10 +282,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
             Some(found) => Ok(found),
             None if for_update => {
                 let (found, at) = self.tx.get_for_update_at(table, key, out)?;
-                self.found_at
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(k, at);
+                self.found_at().insert(k, at);
                 Ok(found)
             }
             None => self.tx.get(table, key, out),
@@ -383,14 +417,9 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         }
         let k = RowKey::new(table, key)?;
         let kind = match kind {
-            WriteKind::Update(_) => WriteKind::Update(
-                self.found_at
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&k)
-                    .copied()
-                    .unwrap_or_default(),
-            ),
+            WriteKind::Update(_) => {
+                WriteKind::Update(self.found_at().get(&k).copied().unwrap_or_default())
+            }
             other => other,
         };
         if !matches!(kind, WriteKind::Update(_)) {
