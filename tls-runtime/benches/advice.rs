@@ -8,11 +8,12 @@
 
 use std::hint::black_box;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step, tls_loop};
+use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, Step, on_commit, tls_loop};
 
 mod common;
-use common::{median, work};
+use common::{Log, append, median, work};
 
 /// Steps of `work` in about 10 us (the parent's count, handed to the profiling child).
 fn iters() -> u64 {
@@ -42,6 +43,14 @@ fn as_written(which: &str) {
             shared.update(|t| *t = t.wrapping_add(x));
             Control::<()>::Continue
         }),
+        // Appends its result to a log, last, through the log's method (another file).
+        "log append" => {
+            let log = Log(Spec::new((0, 0)));
+            lp.run(0..EPOCHS, |i| {
+                log.record(work(iters(), i as u64));
+                Control::<()>::Continue
+            })
+        }
         other => panic!("unknown loop {other}"),
     };
 }
@@ -81,6 +90,25 @@ fn late_load_fixed(threads: usize, site: &'static LoopSite) -> u64 {
     shared.get()
 }
 
+/// "log append" with the advised delay to commit (`threads == 0`: the plain loop).
+fn log_append_fixed(threads: usize, site: &'static LoopSite) -> (u64, u64) {
+    if threads == 0 {
+        let mut tail = (0, 0);
+        for i in 0..EPOCHS {
+            append(&mut tail, work(iters(), i as u64));
+        }
+        return tail;
+    }
+    let log = Arc::new(Mutex::new((0u64, 0u64)));
+    Loop::new().threads(threads).site(site).run(0..EPOCHS, |i| {
+        let x = work(iters(), i as u64);
+        let log = Arc::clone(&log);
+        on_commit(move || append(&mut log.lock().unwrap(), x));
+        Control::<()>::Continue
+    });
+    *log.lock().unwrap()
+}
+
 /// "running total" with the advised accumulation.
 #[tls_loop(name = "running total, accumulated")]
 fn running_total_fixed(n: usize) -> u64 {
@@ -115,7 +143,7 @@ fn measure(mut plain: impl FnMut(), mut fixed: impl FnMut()) -> f64 {
     median(p).as_secs_f64() / median(f).as_secs_f64()
 }
 
-const LOOPS: [&str; 2] = ["late load", "running total"];
+const LOOPS: [&str; 3] = ["late load", "running total", "log append"];
 
 fn main() {
     if std::env::var_os("ADVICE_CHILD").is_some() {
@@ -147,7 +175,7 @@ fn main() {
     };
     let threads = 2;
     println!(
-        "{:<15} {:<12} {:>10} {:>16} {:>16} {:>8}",
+        "{:<19} {:<18} {:>10} {:>16} {:>16} {:>8}",
         "loop (2000 x ~10us)", "advice", "now (2)", "after, predicted", "after, measured", "error"
     );
     for which in LOOPS {
@@ -174,6 +202,18 @@ fn main() {
                     },
                 )
             }
+            "log append" => {
+                let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+                assert_eq!(log_append_fixed(0, site), log_append_fixed(threads, site));
+                measure(
+                    || {
+                        black_box(log_append_fixed(0, site));
+                    },
+                    || {
+                        black_box(log_append_fixed(threads, site));
+                    },
+                )
+            }
             _ => measure(
                 || {
                     black_box(running_total_plain(EPOCHS));
@@ -192,7 +232,7 @@ fn main() {
             );
         }
         println!(
-            "{which:<19} {kind:<12} {now:>9.2}x {predicted:>15.2}x {measured:>15.2}x {:>7.1}%",
+            "{which:<19} {kind:<18} {now:>9.2}x {predicted:>15.2}x {measured:>15.2}x {:>7.1}%",
             100.0 * (predicted - measured) / measured
         );
     }

@@ -3,12 +3,14 @@
 //! A report ranks the store → load pairs that cost time; this module names, for each,
 //! the change that removes or shrinks it, from what the runtime knows of the pair:
 //!
-//! - the load and the store at one call (an `update` that reads and writes): every
-//!   epoch changes one location that the next reads, a running total or a counter. If the loop uses it only after it ends, an
-//!   *accumulation* (`total += x`) is applied at commit and never violates.
 //! - the store outside the file of the loop body: shared state of code the body
-//!   calls (an allocator, a pool, a cache, a log). *Escape* the call, with the undo
-//!   that reverses it, or *delay* it to commit.
+//!   calls (an allocator, a pool, a cache, a log), also when that code reads and
+//!   writes it in one call. *Escape* the call, with the undo that reverses it, or
+//!   *delay* it to commit.
+//! - the load and the store at one call in the body (an `update` that reads and
+//!   writes): every epoch changes one location that the next reads, a running total
+//!   or a counter. If the loop uses it only after it ends, an *accumulation*
+//!   (`total += x`) is applied at commit and never violates.
 //! - a load late in its epoch (past the middle, by the share of the epoch's tracked
 //!   accesses made before it): a *checkpoint* just before it keeps the work before
 //!   it when it is violated.
@@ -102,17 +104,9 @@ pub(crate) fn advise(
     at: SourceLocation,
     load_share: Option<f64>,
 ) -> Advice {
-    let (kind, text) = if store == load {
-        (
-            AdviceKind::Accumulate,
-            format!(
-                "every epoch reads and writes one location at {load} (a running total, a \
-                 counter): if the loop uses its value only after it ends, make it an \
-                 accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
-                 without violations"
-            ),
-        )
-    } else if store.file() != at.file() {
+    // Code the loop calls first: an `update` inside a log's or a pool's method is
+    // that code's state, which an accumulation in the body cannot replace.
+    let (kind, text) = if store.file() != at.file() {
         (
             AdviceKind::EscapeOrDefer,
             format!(
@@ -120,6 +114,16 @@ pub(crate) fn advise(
                  is state of its own (an allocator, a pool, a cache, a log), escape the call \
                  (`#[escape]`, with `#[on_violation]` undoing it) or delay it to commit \
                  (`#[on_commit]`)"
+            ),
+        )
+    } else if store == load {
+        (
+            AdviceKind::Accumulate,
+            format!(
+                "every epoch reads and writes one location at {load} (a running total, a \
+                 counter): if the loop uses its value only after it ends, make it an \
+                 accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
+                 without violations"
             ),
         )
     } else if let Some(share) = load_share.filter(|&s| s >= LATE_LOAD) {
@@ -185,10 +189,15 @@ mod tests {
             advise(store, load, at, None).kind,
             AdviceKind::TrueDependence
         );
-        // A store in another file: code the loop calls.
+        // A store in another file: code the loop calls, also when one call there
+        // reads and writes (a log's append, a pool's take).
         let elsewhere = crate::report::tests_location();
         assert_eq!(
             advise(elsewhere, load, at, Some(0.9)).kind,
+            AdviceKind::EscapeOrDefer
+        );
+        assert_eq!(
+            advise(elsewhere, elsewhere, at, Some(0.9)).kind,
             AdviceKind::EscapeOrDefer
         );
         let text = advise(store, load, at, Some(0.8)).text;

@@ -50,3 +50,20 @@ pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
+
+/// The tail of a log that a loop body appends to through a method, in this file, not
+/// the body's: `(entries, order-dependent checksum)`. The advice bench's loop whose
+/// dependence is in code the loop calls.
+pub(crate) fn append(tail: &mut (u64, u64), x: u64) {
+    tail.1 = (tail.1 ^ x).rotate_left(7).wrapping_add(tail.0);
+    tail.0 += 1;
+}
+
+/// A log as a speculative loop shares it: [`append`] on a speculative value.
+pub(crate) struct Log(pub(crate) tls_runtime::Spec<(u64, u64)>);
+
+impl Log {
+    pub(crate) fn record(&self, x: u64) {
+        self.0.update(|tail| append(tail, x));
+    }
+}
