@@ -84,6 +84,15 @@ pub(super) struct Simulated {
     pub(super) deps: HashMap<(Site, Site), SimDependence>,
 }
 
+/// One finished epoch's writes of one location: when the first and the last landed,
+/// and the first's line.
+struct WriteSpan {
+    epoch: usize,
+    first: f64,
+    last: f64,
+    site: Option<Site>,
+}
+
 /// The earliest write that violates an epoch's read, as `simulate` finds it.
 struct Hit {
     /// When the write lands.
@@ -132,7 +141,10 @@ fn simulate_replay(
     // The thread that committed each epoch.
     let mut committers: Vec<usize> = Vec::with_capacity(epochs.len());
     // Final write times of finished epochs, per location: (epoch, time, line).
-    let mut writes: HashMap<usize, Vec<(usize, f64, Option<Site>)>> = HashMap::new();
+    // Per location, the writes of finished epochs in epoch order: one span per epoch
+    // (a chunk of iterations writes a running total once per iteration; a read needs
+    // only whether an epoch writes after it, and from when).
+    let mut writes: HashMap<usize, Vec<WriteSpan>> = HashMap::new();
     let mut last_commit = 0.0f64;
     for (j, e) in epochs.iter().enumerate() {
         let (slot, &thread_free) = free
@@ -141,7 +153,9 @@ fn simulate_replay(
             .min_by(|a, b| a.1.total_cmp(b.1))
             .expect("at least one thread");
         let window_free = if j >= window { commit[j - window] } else { 0.0 };
-        let start = thread_free.max(window_free) + costs.epoch * (1.0 - COMMIT_SHARE);
+        // When its thread takes it; epochs committed by then cannot violate it.
+        let claimed = thread_free.max(window_free);
+        let start = claimed + costs.epoch * (1.0 - COMMIT_SHARE);
         let reads = e
             .events
             .iter()
@@ -180,6 +194,7 @@ fn simulate_replay(
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
         let mut counted = false;
+        let mut restarts = 0u32;
         // Set when the epoch ended violated and re-runs once it is homefree, on
         // whichever thread commits the epoch before it: (re-run start, its length).
         let mut rerun: Option<(f64, f64)> = None;
@@ -199,18 +214,34 @@ fn simulate_replay(
                     AccessKind::Write => {}
                     AccessKind::Read => {
                         let read_at = t0 + ev.at * scale;
+                        // A violation found lands by now: no later read (they come in
+                        // time order) can be violated earlier than it.
+                        if first.as_ref().is_some_and(|f| f.write_at <= read_at) {
+                            break;
+                        }
                         let Some(ws) = writes.get(&ev.loc) else {
                             continue;
                         };
-                        for &(i, w, store) in ws.iter().rev() {
-                            if commit[i] <= start - costs.epoch {
+                        for span in ws.iter().rev() {
+                            let i = span.epoch;
+                            // Epochs commit in order, each after its writes: once
+                            // one committed before this epoch was claimed, or before
+                            // the read (less the race), so did every earlier one.
+                            if commit[i] <= claimed.max(read_at - race) {
                                 break;
                             }
-                            if i < j && w > read_at - race {
+                            if i < j && span.last > read_at - race {
                                 // A write just before the read counts from the read
                                 // on: the read lost the race and the write lands
-                                // right after it.
-                                let w = w.max(read_at);
+                                // right after it. So does an epoch that wrote before
+                                // the read and writes again after it: the read saw a
+                                // version the next write replaces.
+                                let store = span.site;
+                                let w = if span.first > read_at - race {
+                                    span.first.max(read_at)
+                                } else {
+                                    read_at
+                                };
                                 earliest_seg = earliest_seg.min(seg);
                                 if first.as_ref().is_none_or(|f| w < f.write_at) {
                                     first = Some(Hit {
@@ -256,13 +287,19 @@ fn simulate_replay(
             // checkpoint after the write, and then unwinds to the segment's start.
             // With none left (the write came after its last one, or after it
             // finished), it ends, waits, and re-runs the segment once homefree.
+            // (After MAX_RESTARTS restarts, the epoch is taken to run on until the
+            // one before commits: the replay of an epoch whose many reads are each
+            // violated by a different write would otherwise restart once per write,
+            // rescanning all of them each time.)
+            restarts += 1;
             let noticed = e
                 .events
                 .iter()
                 .enumerate()
                 .filter(|&(i, ev)| checks(&e.events, i, ev))
                 .map(|(_, ev)| t0 + ev.at * scale)
-                .find(|&at| at > w && at < t0 + dur);
+                .find(|&at| at > w && at < t0 + dur)
+                .filter(|_| restarts <= MAX_RESTARTS);
             let Some(noticed) = noticed else {
                 // Every earlier write is known by then: the re-run starts from the
                 // earliest segment any of them violated.
@@ -323,10 +360,17 @@ fn simulate_replay(
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
-                writes
-                    .entry(ev.loc)
-                    .or_default()
-                    .push((j, t0 + ev.at * scale, ev.site));
+                let at = t0 + ev.at * scale;
+                let spans = writes.entry(ev.loc).or_default();
+                match spans.last_mut() {
+                    Some(span) if span.epoch == j => span.last = at,
+                    _ => spans.push(WriteSpan {
+                        epoch: j,
+                        first: at,
+                        last: at,
+                        site: ev.site,
+                    }),
+                }
             }
         }
     }
@@ -395,12 +439,18 @@ pub(super) fn predict_chunked(
     });
     loop {
         let epochs = chunked(items, c);
-        let sim = simulate_varied(&epochs, threads, costs);
+        // The chunk is chosen on the recorded lengths alone; the varied replays only
+        // refine the prediction for the chunk chosen, and only where a dependence
+        // makes timing matter (without one, replays differ by their lengths alone).
+        let sim = simulate(&epochs, threads, costs);
         if chunk.is_none() && c > 1 && halve_chunk(sim.rolled_back as u64, epochs.len() as u64) {
             c /= 2;
             continue;
         }
-        return sim;
+        if sim.deps.is_empty() {
+            return sim;
+        }
+        return simulate_varied(sim, &epochs, threads, costs);
     }
 }
 
@@ -428,15 +478,20 @@ pub(crate) fn speedups(
     (Duration::from_nanos(sequential as u64), out)
 }
 
-/// Replays the epochs as recorded and [`REPLAYS`] - 1 times more with each epoch's
-/// length varied by up to [`VARIATION`] (deterministically), and averages: an
-/// epoch's length moves by a few percent from one run to the next, and where two
+/// Adds to `recorded` (the replay of the epochs as recorded) [`REPLAYS`] - 1 replays
+/// with each epoch's length varied by up to [`VARIATION`] (deterministically), and
+/// averages: an epoch's length moves by a few percent from one run to the next, and where two
 /// threads' epochs end close together (a dependence at the end of each epoch), whether
 /// they race is decided by those few percent. One replay of the recorded lengths
 /// picks one outcome; a real run goes either way, and a prediction from one replay
 /// was off by half on such loops.
-fn simulate_varied(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> Simulated {
-    let mut total = simulate(epochs, threads, costs);
+fn simulate_varied(
+    recorded: Simulated,
+    epochs: &[EpochProfile],
+    threads: usize,
+    costs: &Costs,
+) -> Simulated {
+    let mut total = recorded;
     for replay in 1..REPLAYS {
         let sim = simulate_replay(epochs, threads, costs, replay as u64);
         total.time += sim.time;
@@ -478,6 +533,9 @@ fn unit_noise(j: u64, r: u64) -> f64 {
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
 }
+
+/// Restarts of one epoch the replay follows (see `simulate_replay`).
+const MAX_RESTARTS: u32 = 8;
 
 /// Replays per prediction (see [`simulate_varied`]).
 const REPLAYS: usize = 6;

@@ -200,7 +200,7 @@ fn replays_vary_epoch_lengths_a_little_and_average() {
         .map(|i| epoch(1000.0, &[(500.0, i, AccessKind::Write)]))
         .collect();
     let recorded = predict(&e, 2, &FREE);
-    let varied = simulate_varied(&e, 2, &FREE).time;
+    let varied = simulate_varied(simulate(&e, 2, &FREE), &e, 2, &FREE).time;
     assert!(
         (varied / recorded - 1.0).abs() < VARIATION,
         "{varied} {recorded}"
