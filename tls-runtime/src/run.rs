@@ -10,6 +10,8 @@ use crate::loop_builder::Loop;
 use crate::profile;
 use crate::report::{RunMode, ThreadStats};
 use crate::sink::set_last;
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Instant;
 
 impl Loop {
@@ -51,13 +53,15 @@ impl Loop {
             // Inside an escaped call: in order too, since the escape's lock is held
             // by this thread and epochs on workers calling the same escaped function
             // would wait for it.
-            return run_sequentially(items, &start, &step).0;
+            return run_sequentially(items, &start, &step, &Cell::new(0));
         }
         // A top-level loop: its items iterator must not touch speculative data.
         let items = crate::epoch::MarkedItems(items.into_iter());
         if env().mode == Mode::Profile {
+            // The first loop of a process calibrates the model: not its time.
+            profile::calibrate();
             let t0 = Instant::now();
-            let (outcome, profiles) = profile::run_profiled(items, &start, &step);
+            let (ended, profiles) = profile::run_profiled(items, &start, &step);
             let wall = t0.elapsed();
             let (sequential, predicted) = profile::speedups(&profiles, self.chunk);
             let stats = ThreadStats {
@@ -78,12 +82,17 @@ impl Loop {
             report.dependences =
                 profile::predicted_dependences(&profiles, self.chunk, self.location);
             set_last(report);
-            return outcome;
+            // A panic ends the loop where the sequential loop ends: reported first,
+            // with the iterations that ran, then resumed.
+            return ended.unwrap_or_else(|p| resume_unwind(p));
         }
         if threads <= 1 || env().mode == Mode::Sequential {
             let t0 = Instant::now();
-            let (outcome, epochs) = run_sequentially(items, &start, &step);
-            let wall = t0.elapsed();
+            let ran = Cell::new(0);
+            let ended = catch_unwind(AssertUnwindSafe(|| {
+                run_sequentially(items, &start, &step, &ran)
+            }));
+            let (wall, epochs) = (t0.elapsed(), ran.get());
             let stats = ThreadStats {
                 epochs,
                 items: epochs,
@@ -98,7 +107,7 @@ impl Loop {
                 1,
                 wall,
             ));
-            return outcome;
+            return ended.unwrap_or_else(|p| resume_unwind(p));
         }
         self.run_parallel(items, threads, &start, &step)
     }
@@ -136,21 +145,26 @@ pub fn poll() {
     }
 }
 
-/// Runs the loop in order on this thread; returns the outcome and the iterations run.
-fn run_sequentially<I, S, R, St, Sp>(items: I, start: &St, step: &Sp) -> (LoopOutcome<R>, u64)
+/// Runs the loop in order on this thread, counting in `ran` the iterations started
+/// (the count stays right when one panics).
+fn run_sequentially<I, S, R, St, Sp>(
+    items: I,
+    start: &St,
+    step: &Sp,
+    ran: &Cell<u64>,
+) -> LoopOutcome<R>
 where
     I: IntoIterator,
     St: Fn(I::Item) -> S,
     Sp: Fn(S) -> Step<S, R>,
 {
-    let mut n = 0;
     for item in items {
-        n += 1;
+        ran.set(ran.get() + 1);
         match run_iteration(start(item), step) {
             Control::Continue => {}
-            Control::Break => return (LoopOutcome::Broke, n),
-            Control::Return(r) => return (LoopOutcome::Returned(r), n),
+            Control::Break => return LoopOutcome::Broke,
+            Control::Return(r) => return LoopOutcome::Returned(r),
         }
     }
-    (LoopOutcome::Completed, n)
+    LoopOutcome::Completed
 }

@@ -31,6 +31,8 @@ struct Totals {
     wall: Duration,
     busy: Duration,
     wasted: Duration,
+    unwinding: Duration,
+    unwinds: u64,
     wait: Duration,
     idle: Duration,
     deps: Vec<DepTotals>,
@@ -107,6 +109,8 @@ fn record(r: &LoopReport) {
                 wall: Duration::ZERO,
                 busy: Duration::ZERO,
                 wasted: Duration::ZERO,
+                unwinding: Duration::ZERO,
+                unwinds: 0,
                 wait: Duration::ZERO,
                 idle: Duration::ZERO,
                 deps: Vec::new(),
@@ -137,6 +141,8 @@ fn record(r: &LoopReport) {
     t.wall += r.wall;
     t.busy += r.busy;
     t.wasted += r.wasted;
+    t.unwinding += r.unwinding;
+    t.unwinds += r.unwinds;
     t.wait += r.wait;
     t.idle += r.idle;
     for d in &r.dependences {
@@ -266,8 +272,8 @@ fn json(all: &[Totals]) -> String {
              \"count\": {}, \"epochs\": {}, \"items\": {}, \
              \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"in_order\": {}, \
              \"in_order_no_workers\": {}, \"stuck_zombies\": {}, \"wall_ns\": {}, \
-             \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
-             \"dependences\": [",
+             \"busy_ns\": {}, \"wasted_ns\": {}, \"unwinding_ns\": {}, \"unwinds\": {}, \
+             \"wait_ns\": {}, \"idle_ns\": {}, \"dependences\": [",
             json_str(&t.name),
             json_str(&t.location.to_string()),
             match t.mode {
@@ -288,6 +294,8 @@ fn json(all: &[Totals]) -> String {
             ns(t.wall),
             ns(t.busy),
             ns(t.wasted),
+            ns(t.unwinding),
+            t.unwinds,
             ns(t.wait),
             ns(t.idle)
         );

@@ -13,6 +13,18 @@ fn child_body() {
     });
     let r = tls_runtime::last_report().unwrap();
     assert_eq!(v.into_vec(), (0..64).collect::<Vec<_>>());
+    // A loop that panics is reported too, in every mode, with the iterations that
+    // ran (the sequential loop's: up to the panicking one).
+    let panicked = std::panic::catch_unwind(|| {
+        Loop::new().name("panics").run(0..10usize, |i| {
+            assert!(i != 5, "iteration 5 fails");
+            Control::<()>::Continue
+        })
+    });
+    assert!(panicked.is_err());
+    let p = tls_runtime::last_report().unwrap();
+    assert_eq!(p.name, "panics", "{p}");
+    assert!(p.items >= 6, "{p}");
     println!("CHILD mode={:?} threads={}", r.mode, r.threads);
 }
 
@@ -48,6 +60,12 @@ fn sequential_mode_runs_loops_in_order() {
         line,
         format!("CHILD mode={:?} threads=1", RunMode::Sequential)
     );
+}
+
+#[test]
+fn profile_mode_reports_every_loop() {
+    let line = run_child(&[("TLS_MODE", "profile"), ("TLS_THREADS", "2")]);
+    assert_eq!(line, format!("CHILD mode={:?} threads=1", RunMode::Profile));
 }
 
 #[test]

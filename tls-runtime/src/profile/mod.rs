@@ -19,6 +19,7 @@ mod profiled_run;
 mod recorder;
 
 pub(crate) use advise::predicted_dependences;
+pub(crate) use calibration::costs as calibrate;
 pub(crate) use model::speedups;
 pub(crate) use profiled_run::run_profiled;
 pub(crate) use recorder::Recorder;

@@ -7,14 +7,18 @@ use crate::control::{Control, LoopOutcome, Step};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::memory::{CommitOutcome, commit_epoch};
 use crate::sync::AtomicU64;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// How a profiled loop ended: its outcome, or the panic of its last iteration (the
+/// caller resumes it once it has reported the iterations that ran).
+pub(crate) type Ended<R> = Result<LoopOutcome<R>, Box<dyn std::any::Any + Send>>;
 
 /// Runs a loop in order on this thread, recording every epoch.
 pub(crate) fn run_profiled<I, S, R, St, Sp>(
     items: I,
     start: &St,
     step: &Sp,
-) -> (LoopOutcome<R>, Vec<EpochProfile>)
+) -> (Ended<R>, Vec<EpochProfile>)
 where
     I: IntoIterator,
     St: Fn(I::Item) -> S,
@@ -65,14 +69,14 @@ where
         }
         drop(_current);
         let control = match (run, committed) {
-            (_, CommitOutcome::ActionPanicked(p)) | (Err(p), _) => resume_unwind(p),
+            (_, CommitOutcome::ActionPanicked(p)) | (Err(p), _) => return (Err(p), profiles),
             (Ok(control), _) => control,
         };
         match control {
             Control::Continue => {}
-            Control::Break => return (LoopOutcome::Broke, profiles),
-            Control::Return(r) => return (LoopOutcome::Returned(r), profiles),
+            Control::Break => return (Ok(LoopOutcome::Broke), profiles),
+            Control::Return(r) => return (Ok(LoopOutcome::Returned(r)), profiles),
         }
     }
-    (LoopOutcome::Completed, profiles)
+    (Ok(LoopOutcome::Completed), profiles)
 }
