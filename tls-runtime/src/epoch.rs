@@ -548,6 +548,12 @@ impl EpochCx {
         });
     }
 
+    /// Commit-time actions registered so far (see the field).
+    #[inline]
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.get()
+    }
+
     /// Registers `run` to run when the epoch commits, after the writes made so far.
     pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>) {
         let writes_before = self.writes.borrow().len();

@@ -151,6 +151,50 @@ fn a_running_epoch_violated_unwinds_and_the_report_counts_it() {
 }
 
 #[test]
+fn a_container_made_before_an_action_that_panics_keeps_no_later_change() {
+    // Iterations in one epoch (chunks of 2): iteration 2k links a new node, 2k + 1
+    // registers a commit-time action and then adds to that node. At 41 the action
+    // panics: the loop ends there, as the sequential one does, without 41's addition
+    // (made in place on the epoch's own node, it used to survive).
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::Arc;
+    let h = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let want = h(40);
+    for _ in 0..20 {
+        let nodes: SpecVec<Option<Arc<Spec<u64>>>> = SpecVec::from(vec![None; 1]);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new()
+                .threads(2)
+                .chunk(2)
+                .site(Box::leak(Box::new(tls_runtime::LoopSite::new())))
+                .run(0..58u64, |i| {
+                    if i % 2 == 0 {
+                        let node = Arc::new(Spec::new(0u64));
+                        node.set(h(i));
+                        nodes.set(0, Some(node));
+                    } else {
+                        tls_runtime::on_commit(move || {
+                            if i == 41 {
+                                std::panic::panic_any(i);
+                            }
+                        });
+                        if let Some(n) = nodes.get(0) {
+                            n.update(|v| *v = v.wrapping_add(h(i)));
+                        }
+                    }
+                    Control::<()>::Continue
+                })
+        }));
+        assert_eq!(
+            r.err().and_then(|p| p.downcast::<u64>().ok()),
+            Some(Box::new(41))
+        );
+        let node = nodes.into_vec().remove(0).map(|n| n.get());
+        assert_eq!(node, Some(want));
+    }
+}
+
+#[test]
 fn independent_epochs_report_no_dependence() {
     let v = SpecVec::from(vec![0u64; 200]);
     Loop::new().threads(2).run(0..200usize, |i| {

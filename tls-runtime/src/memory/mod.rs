@@ -47,6 +47,8 @@ use slot::Slot;
 pub(crate) struct Origin {
     tag: Tag,
     segment: u32,
+    /// The epoch's commit-time actions registered by then (`EpochCx::generation`).
+    generation: u32,
 }
 
 impl Origin {
@@ -54,21 +56,31 @@ impl Origin {
     #[inline]
     pub(crate) fn here() -> Self {
         match epoch::current() {
-            None => Origin { tag: 0, segment: 0 },
+            None => Origin {
+                tag: 0,
+                segment: 0,
+                generation: 0,
+            },
             Some(cx) => Origin {
                 tag: cx.tag,
                 segment: cx.segment.get(),
+                generation: cx.generation(),
             },
         }
     }
 
     /// Whether the container is private to the running epoch `cx`: `cx` created it in
-    /// its current segment. A rollback to or before that segment re-creates it, so
-    /// its changes need no versions; a later segment writes versions as usual (a
-    /// rollback to that segment must undo them).
+    /// its current segment, and has registered no commit-time action since. A
+    /// rollback to or before that segment re-creates it, so its changes need no
+    /// versions; a later segment writes versions as usual (a rollback to that segment
+    /// must undo them). So does a write after a commit-time action (`on_commit`, an
+    /// accumulation): if the action panics at commit, the iteration ends there and
+    /// what it wrote after the action must be discarded, which a change made in place
+    /// cannot be (a chunk's iteration that makes a node, and the next, which changes
+    /// it after an action that panics, kept that change).
     #[inline]
     fn private_to(self, cx: &EpochCx) -> bool {
-        self.tag == cx.tag && self.segment == cx.segment.get()
+        self.tag == cx.tag && self.segment == cx.segment.get() && self.generation == cx.generation()
     }
 }
 
