@@ -75,19 +75,25 @@ pub(crate) fn predicted_dependences(
 }
 
 /// Whether the epochs that load at `load` store the location they loaded at `store`
-/// afterwards, most of them: a read-modify-write in two calls.
+/// afterwards, most of them: a read-modify-write in two calls. Only of one location
+/// per epoch (a total, a counter): a loop over many locations that happens to store
+/// some of what it loaded is not one.
 fn rewrites(items: &[EpochProfile], store: Site, load: Site) -> bool {
     let (mut loads, mut rewritten) = (0usize, 0usize);
     for e in items {
-        let Some(i) = e
+        let mut loaded = e
             .events
             .iter()
-            .position(|ev| ev.kind == AccessKind::Read && ev.site == Some(load))
-        else {
+            .enumerate()
+            .filter(|(_, ev)| ev.kind == AccessKind::Read && ev.site == Some(load));
+        let Some((i, first)) = loaded.next() else {
             continue;
         };
         loads += 1;
-        let loc = e.events[i].loc;
+        let loc = first.loc;
+        if loaded.any(|(_, ev)| ev.loc != loc) {
+            continue;
+        }
         if e.events[i..]
             .iter()
             .any(|ev| ev.kind == AccessKind::Write && ev.loc == loc && ev.site == Some(store))
@@ -140,4 +146,62 @@ fn apply(items: &[EpochProfile], kind: AdviceKind, store: Site, load: Site) -> V
             e
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::Location;
+
+    #[track_caller]
+    fn site() -> Site {
+        Location::caller()
+    }
+
+    fn access(at: f64, loc: usize, kind: AccessKind, site: Site) -> Event {
+        Event {
+            at,
+            loc,
+            kind,
+            site: Some(site),
+        }
+    }
+
+    #[test]
+    fn a_read_modify_write_in_two_calls_is_of_one_location() {
+        let (load, store) = (site(), site());
+        // `x.set(x.get() + 1)` on one location per epoch: an accumulation.
+        let total: Vec<_> = (0..20)
+            .map(|_| EpochProfile {
+                dur: 1000.0,
+                events: vec![
+                    access(10.0, 7, AccessKind::Read, load),
+                    access(900.0, 7, AccessKind::Write, store),
+                ],
+                commit_work: 0.0,
+            })
+            .collect();
+        assert!(rewrites(&total, store, load));
+        // Many locations loaded at the line, one of them stored later: not one.
+        let many: Vec<_> = (0..20)
+            .map(|i| EpochProfile {
+                dur: 1000.0,
+                events: (0..10)
+                    .flat_map(|k| {
+                        [
+                            access(f64::from(k) * 90.0, k as usize, AccessKind::Read, load),
+                            access(
+                                f64::from(k) * 90.0 + 1.0,
+                                (k as usize + i) % 10,
+                                AccessKind::Write,
+                                store,
+                            ),
+                        ]
+                    })
+                    .collect(),
+                commit_work: 0.0,
+            })
+            .collect();
+        assert!(!rewrites(&many, store, load));
+    }
 }
