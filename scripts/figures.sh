@@ -109,7 +109,7 @@ fi
 if want advice; then
     step "the report's advice: predicted gain of each fix against the gain measured with it"
     cargo bench -q -p tls-runtime --bench advice 2>/dev/null |
-        grep -E '^(loop|late load|running total)' >"$FIG/advice.txt"
+        grep -E '^(loop|late load|running total|log append)' >"$FIG/advice.txt"
 fi
 
 if want compare; then
