@@ -109,16 +109,10 @@ fn calibrate() -> Costs {
         }
         work = work.min(t.elapsed().as_nanos() as f64 / epochs as f64);
     }
-    let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
     let body = move |_: u64| {
         spin(iters);
     };
-    let mut lp = Loop::new()
-        .name("tls-runtime calibration")
-        .threads(2)
-        .chunk(1)
-        .site(site);
-    lp.internal = true;
+    let lp = calibration_loop();
     // Wakes the workers, and gives the kernel time to put them on cores of their own:
     // a worker just started or woken is often queued on the caller's core at first,
     // for a few milliseconds, and costs measured then are the machine's placement,
@@ -184,6 +178,19 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// A calibration loop: two threads, one iteration per epoch, a site of its own (a
+/// leaked few words, once per run of the calibration), kept out of the reports.
+fn calibration_loop() -> Loop {
+    let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
+    let mut lp = Loop::new()
+        .name("tls-runtime calibration")
+        .threads(2)
+        .chunk(1)
+        .site(site);
+    lp.internal = true;
+    lp
+}
+
 /// About `iters` steps of work that the optimizer cannot remove.
 #[inline(never)]
 fn spin(iters: u64) -> u64 {
@@ -216,14 +223,7 @@ fn rollback_cost(iters: u64) -> f64 {
     // the later ones (the unwinder loads and indexes the unwind tables).
     for run in 0..9 {
         // A fresh site each run: a loop that rolls back this much soon runs in order.
-        let site: &'static crate::LoopSite = Box::leak(Box::new(crate::LoopSite::new()));
-        let mut lp = Loop::new()
-            .name("tls-runtime calibration")
-            .threads(2)
-            .chunk(1)
-            .site(site);
-        lp.internal = true;
-        lp.run_uncalibrated(0..64, &body);
+        calibration_loop().run_uncalibrated(0..64, &body);
         if let Some(r) = crate::report::take_last()
             && r.unwinds > 0
             && run > 0
