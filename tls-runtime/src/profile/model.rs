@@ -73,6 +73,17 @@ pub(super) struct SimDependence {
     pub(super) segment: u32,
 }
 
+impl SimDependence {
+    /// Adds what another replay saw of the same dependence.
+    fn add(&mut self, other: &SimDependence) {
+        self.count += other.count;
+        self.lost += other.lost;
+        self.load_share_sum += other.load_share_sum;
+        self.load_index_sum += other.load_index_sum;
+        self.segment = self.segment.min(other.segment);
+    }
+}
+
 /// What one simulation gives.
 pub(super) struct Simulated {
     /// The predicted wall time (ns).
@@ -480,9 +491,9 @@ pub(crate) fn speedups(
 
 /// Adds to `recorded` (the replay of the epochs as recorded) [`REPLAYS`] - 1 replays
 /// with each epoch's length varied by up to [`VARIATION`] (deterministically), and
-/// averages: an epoch's length moves by a few percent from one run to the next, and where two
-/// threads' epochs end close together (a dependence at the end of each epoch), whether
-/// they race is decided by those few percent. One replay of the recorded lengths
+/// averages: an epoch's length moves by a few percent from one run to the next, and
+/// where two threads' epochs end close together (a dependence at the end of each
+/// epoch), whether they race is decided by those few percent. One replay of the recorded lengths
 /// picks one outcome; a real run goes either way, and a prediction from one replay
 /// was off by half on such loops.
 fn simulate_varied(
@@ -497,15 +508,14 @@ fn simulate_varied(
         total.time += sim.time;
         total.rolled_back += sim.rolled_back;
         for (k, d) in sim.deps {
-            let t = total.deps.entry(k).or_insert(SimDependence {
-                segment: d.segment,
-                ..SimDependence::default()
-            });
-            t.count += d.count;
-            t.lost += d.lost;
-            t.load_share_sum += d.load_share_sum;
-            t.load_index_sum += d.load_index_sum;
-            t.segment = t.segment.min(d.segment);
+            total
+                .deps
+                .entry(k)
+                .or_insert(SimDependence {
+                    segment: d.segment,
+                    ..SimDependence::default()
+                })
+                .add(&d);
         }
     }
     let n = REPLAYS as f64;
