@@ -191,3 +191,25 @@ fn loom_plain_update_racing_a_commit_is_never_lost() {
         drop(live);
     });
 }
+
+/// A worker counted in (under the pool's lock) while another counts itself out
+/// (without it): no count is lost, so the job's owner sees zero exactly when no worker
+/// is inside.
+#[test]
+fn loom_a_worker_leaving_while_another_enters_is_counted() {
+    use crate::workers::Occupancy;
+    loom::model(|| {
+        let o = Arc::new(Occupancy::new());
+        assert!(o.try_enter(2));
+        let leaver = {
+            let o = o.clone();
+            loom::thread::spawn(move || o.leave())
+        };
+        let entered = o.try_enter(2);
+        leaver.join().unwrap();
+        assert!(entered, "one of two places was free throughout");
+        assert_eq!(o.inside(), 1);
+        o.leave();
+        assert_eq!(o.inside(), 0);
+    });
+}

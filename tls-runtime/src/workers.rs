@@ -24,10 +24,49 @@
 //! least one of them sees the other's write.
 
 use crate::config::{Mode, env};
-use crate::sync::lock_std;
+use crate::sync::{self as model, lock_std};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// How many workers are inside a job: counted in under the pool's lock, counted out
+/// by each worker when it is done, without that lock.
+///
+/// The count in is a read-modify-write (`fetch_add`), not a check followed by a
+/// store: a worker leaving between the two would have its count-out overwritten, the
+/// count would stay above zero for ever, and the job's owner, waiting for it to reach
+/// zero before the job goes away, would wait for ever (found by the equivalence
+/// generator as a loop that never ended, about one run in a few thousand).
+///
+/// Its atomic is loom's under `--cfg loom` (`loom_tests.rs` models it).
+pub(crate) struct Occupancy(model::AtomicUsize);
+
+impl Occupancy {
+    pub(crate) fn new() -> Self {
+        Occupancy(model::AtomicUsize::new(0))
+    }
+
+    /// Counts one worker in if fewer than `limit` are inside. Only one thread at a
+    /// time may call this (the pool's lock); `leave` may run at any time.
+    pub(crate) fn try_enter(&self, limit: usize) -> bool {
+        if self.0.load(model::Ordering::Relaxed) >= limit {
+            return false;
+        }
+        self.0.fetch_add(1, model::Ordering::Relaxed);
+        true
+    }
+
+    /// Counts one worker out; its work on the job happens before the owner sees the
+    /// count drop (Release, paired with `inside`'s Acquire).
+    pub(crate) fn leave(&self) {
+        self.0.fetch_sub(1, model::Ordering::Release);
+    }
+
+    /// Workers inside now.
+    pub(crate) fn inside(&self) -> usize {
+        self.0.load(model::Ordering::Acquire)
+    }
+}
 
 /// Work a loop offers to the pool.
 pub(crate) trait Job: Sync {

@@ -56,13 +56,13 @@ use crate::report::ThreadStats;
 use crate::rules::EPOCHS_PER_THREAD;
 use crate::sync::{AtomicU64, Mutex, lock};
 use crate::trace::{self, SpanKind};
-use crate::workers::{self, Job, backoff};
+use crate::workers::{self, Job, Occupancy, backoff};
 use claim::{Claim, Claimed};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::panic::Location;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use work::DoneSlot;
 use zombie::ZombieWatch;
@@ -131,7 +131,7 @@ where
         })),
         ending: Mutex::new(None),
         stats: Mutex::new(ThreadStats::default()),
-        inside: AtomicUsize::new(0),
+        inside: Occupancy::new(),
         claimable: AtomicBool::new(true),
         joined: AtomicBool::new(false),
         label,
@@ -167,7 +167,7 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     claim: CachePadded<Mutex<Claim<It>>>,
     ending: Mutex<Option<LoopEnding<R>>>,
     stats: Mutex<ThreadStats>,
-    inside: AtomicUsize,
+    inside: Occupancy,
     claimable: AtomicBool,
     /// A worker has entered this run.
     joined: AtomicBool,
@@ -191,8 +191,7 @@ where
         if !self.claimable.load(Ordering::Relaxed) {
             return false;
         }
-        let inside = self.inside.load(Ordering::Relaxed);
-        if inside >= self.workers_wanted {
+        if self.inside.inside() >= self.workers_wanted {
             return false;
         }
         if self.site.in_order() {
@@ -206,10 +205,12 @@ where
             }
             return false;
         }
+        if !self.inside.try_enter(self.workers_wanted) {
+            return false;
+        }
         if !self.joined.load(Ordering::Relaxed) {
             self.joined.store(true, Ordering::Relaxed);
         }
-        self.inside.store(inside + 1, Ordering::Relaxed);
         true
     }
 
@@ -218,11 +219,11 @@ where
     }
 
     fn leave(&self) {
-        self.inside.fetch_sub(1, Ordering::Release);
+        self.inside.leave();
     }
 
     fn inside(&self) -> usize {
-        self.inside.load(Ordering::Acquire)
+        self.inside.inside()
     }
 }
 
