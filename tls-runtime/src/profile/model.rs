@@ -493,9 +493,9 @@ pub(crate) fn speedups(
 /// with each epoch's length varied by up to [`VARIATION`] (deterministically), and
 /// averages: an epoch's length moves by a few percent from one run to the next, and
 /// where two threads' epochs end close together (a dependence at the end of each
-/// epoch), whether they race is decided by those few percent. One replay of the recorded lengths
-/// picks one outcome; a real run goes either way, and a prediction from one replay
-/// was off by half on such loops.
+/// epoch), whether they race is decided by those few percent. One replay of the
+/// recorded lengths picks one outcome; a real run goes either way, and a prediction
+/// from one replay was off by half on such loops.
 fn simulate_varied(
     recorded: Simulated,
     epochs: &[EpochProfile],
