@@ -500,3 +500,85 @@ fn an_items_iterator_that_reads_speculative_data_is_refused() {
         assert_eq!(total.get(), (0..8u64).map(|i| 2 * (i + 1)).sum::<u64>());
     });
 }
+
+/// An iteration fills a scratch container of its own, hands it to a commit-time
+/// action that consumes (or drops) it, then writes more: the commit holds the
+/// scratch container's locks while the action frees it.
+#[test]
+fn a_commit_action_consumes_a_container_the_iteration_wrote() {
+    each_schedule(|threads| {
+        let out = SpecVec::from(vec![0u64; 60]);
+        let flushed = Arc::new(Mutex::new(Vec::new()));
+        Loop::new().threads(threads).run(0..60u64, |i| {
+            spin(i % 4);
+            let scratch = SpecVec::from(vec![0u64; 3]);
+            let single = Arc::new(Spec::new(0u64));
+            // An action before the writes: from here on the scratch containers get
+            // versions and records, as data shared with other epochs would.
+            let f = flushed.clone();
+            on_commit(move || f.lock().unwrap().push((Vec::new(), u64::MAX)));
+            for k in 0..3 {
+                scratch.set(k, i * 10 + k as u64);
+            }
+            single.set(i);
+            let f = flushed.clone();
+            let kept = single.clone();
+            on_commit(move || {
+                let rows = scratch.into_vec();
+                f.lock().unwrap().push((rows, kept.get()));
+                drop(kept);
+            });
+            drop(single);
+            // Writes after the action keep the commit's locks held while it runs.
+            out.set(i as usize, i + 1);
+            Control::<()>::Continue
+        });
+        let want: Vec<(Vec<u64>, u64)> = (0..60)
+            .flat_map(|i| {
+                [
+                    (Vec::new(), u64::MAX),
+                    ((0..3).map(|k| i * 10 + k).collect(), i),
+                ]
+            })
+            .collect();
+        assert_eq!(*flushed.lock().unwrap(), want, "{threads} threads");
+        assert_eq!(out.into_vec(), (1..=60).collect::<Vec<_>>());
+    });
+}
+
+/// As above, with the iteration writing the container after the action too (the
+/// action drops the last handle: the commit still has records of it to apply), and one
+/// action panicking (those records are discarded instead).
+#[test]
+fn a_commit_action_drops_a_container_written_after_it() {
+    each_schedule(|threads| {
+        let out = SpecVec::from(vec![0u64; 40]);
+        let flushed = Arc::new(Mutex::new(Vec::new()));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Loop::new().threads(threads).run(0..40u64, |i| {
+                spin(i % 3);
+                let scratch = Arc::new(SpecVec::from(vec![0u64; 2]));
+                on_commit(|| {});
+                scratch.set(0, i);
+                scratch.set(1, i + 1);
+                let (f, s) = (flushed.clone(), scratch.clone());
+                on_commit(move || {
+                    f.lock().unwrap().push(vec![s.get(0), s.get(1)]);
+                    drop(s);
+                    if i == 25 {
+                        panic!("flush of 25");
+                    }
+                });
+                scratch.set(1, 99);
+                drop(scratch);
+                out.set(i as usize, i + 1);
+                Control::<()>::Continue
+            })
+        }));
+        assert!(r.is_err(), "{threads} threads");
+        let want: Vec<Vec<u64>> = (0..=25).map(|i| vec![i, i + 1]).collect();
+        assert_eq!(*flushed.lock().unwrap(), want, "{threads} threads");
+        let want: Vec<u64> = (0..40).map(|i| if i < 25 { i + 1 } else { 0 }).collect();
+        assert_eq!(out.into_vec(), want, "{threads} threads");
+    });
+}

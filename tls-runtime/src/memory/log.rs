@@ -19,9 +19,11 @@
 //! When writes follow an action, the committer keeps the locks while the actions run:
 //! a write from elsewhere between the check and those writes would otherwise be lost
 //! under them. The actions' own accesses to those slots go ahead under the commit's
-//! hold (`nesting::committing`), and a loop an action starts runs in order on this
-//! thread. So a commit-time action must not wait for another thread that may be
-//! waiting for data the iteration wrote. When no write follows an action, the locks
+//! hold (`commit_hold`), and a loop an action starts runs in order on this thread.
+//! So a commit-time action must not wait for another thread that may be waiting for
+//! data the iteration wrote. An action that drops a container the iteration wrote (a
+//! buffer it flushes) hands the container's memory to the commit, which skips its
+//! records and frees it after unlocking. When no write follows an action, the locks
 //! are released before the actions run.
 //!
 //! The committer never waits for a busy lock while holding another: a busy one makes
@@ -36,7 +38,7 @@
 //! epoch, another thread may free it. Discarded values are dropped at the end, once
 //! no record of the rollback points into them.
 
-use super::nesting;
+use super::commit_hold::CommitHold;
 use crate::epoch::{
     Cause, CurrentGuard, Deferred, Drops, EpochCx, LoggedSlot, NOT_VIOLATED, WriteRecord,
 };
@@ -86,19 +88,24 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
         return CommitOutcome::Violated { target, cause };
     }
     let mut drops = Drops::new();
-    let apply = |ws: &[WriteRecord], drops: &mut Drops| {
+    // Applies the records `ws`, skipping those of containers an action dropped under
+    // `hold` (their values are gone; see `commit_hold`).
+    let apply = |ws: &[WriteRecord], drops: &mut Drops, hold: Option<&CommitHold<'_>>| {
         for w in ws {
+            if hold.is_some_and(|h| h.is_retired(addr(w.slot))) {
+                continue;
+            }
             let i = order
                 .binary_search_by_key(&addr(w.slot), |&p| addr(p))
                 .expect("every logged slot is locked");
             // SAFETY: we hold the slot's lock (`held[i]`); logged slots outlive the
-            // records (see `memory::erase`).
+            // records (see `memory::erase`) or, dropped by an action, are skipped.
             unsafe { (*w.slot).apply(held[i], &a, (a.tag, w.segment, w.generation), drops) };
         }
     };
     let actions = cx.commits.take();
     let first = actions.first().map_or(writes.len(), |d| d.writes_before);
-    apply(&writes[..first], &mut drops);
+    apply(&writes[..first], &mut drops, None);
     let mut outcome = CommitOutcome::Committed;
     if first == writes.len() {
         // No write after an action: release the locks before running user code.
@@ -112,30 +119,36 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
         // nothing changes what they were computed from while the actions run; the
         // actions' own accesses to these slots go ahead under the commit's hold.
         let addrs: SmallVec<[usize; 16]> = order.iter().map(|&p| addr(p)).collect();
+        let hold = CommitHold::new(&addrs, a.tag);
         let mut done = first;
-        let panicked = nesting::committing(&addrs, || {
+        let panicked = hold.run(|| {
             run_actions(actions, &mut drops, |d, drops| {
                 let upto = d.max(done);
-                apply(&writes[done..upto], drops);
+                apply(&writes[done..upto], drops, Some(&hold));
                 done = upto;
             })
         });
         match panicked {
             Some((k, p)) => {
                 // The iteration ends at the action: nothing it did after happened.
-                nesting::committing(&addrs, || {
-                    for w in writes[done..].iter().rev() {
-                        // SAFETY: logged slots outlive the records.
-                        unsafe { &*w.slot }.discard(&a, 0, &mut drops);
+                hold.run(|| {
+                    for &slot in &distinct_slots(&writes[done..]) {
+                        if !hold.is_retired(addr(slot)) {
+                            // SAFETY: logged slots outlive the records, or were
+                            // dropped by an action and are skipped.
+                            unsafe { &*slot }.discard(&a, 0, &mut drops);
+                        }
                     }
                 });
                 unlock_all(&order, &held);
+                hold.release_retired();
                 run_undo(cx, |u| u.after_actions > k);
                 outcome = CommitOutcome::ActionPanicked(p);
             }
             None => {
-                apply(&writes[done..], &mut drops);
+                apply(&writes[done..], &mut drops, Some(&hold));
                 unlock_all(&order, &held);
+                hold.release_retired();
             }
         }
     }

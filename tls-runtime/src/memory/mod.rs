@@ -20,6 +20,7 @@
 
 pub(crate) mod slot;
 
+mod commit_hold;
 mod consume;
 mod lines;
 mod log;

@@ -19,8 +19,8 @@
 //!   Two plain threads (or the homefree epochs of two loops) that nest accesses in
 //!   opposite orders wait for each other as they would with two `Mutex`es.
 //! - A location whose lock this thread's commit holds (a commit-time action touching
-//!   data its iteration wrote, see `memory::log`): the access goes ahead under the
-//!   commit's hold, at the point of the commit where the action runs.
+//!   data its iteration wrote, see `memory::log` and `commit_hold`): the access goes
+//!   ahead under the commit's hold, at the point of the commit where the action runs.
 
 use crate::sync::RawLock;
 use core::cell::Cell;
@@ -33,33 +33,6 @@ struct Frame {
 
 thread_local! {
     static INNERMOST: Cell<*const Frame> = const { Cell::new(core::ptr::null()) };
-    /// The slots whose locks this thread's commit holds: sorted addresses.
-    static COMMIT_HELD: Cell<(*const usize, usize)> = const { Cell::new((core::ptr::null(), 0)) };
-}
-
-/// Notes, while `f` runs, that this thread's commit holds the locks of the slots at
-/// `held` (sorted addresses).
-pub(crate) fn committing<R>(held: &[usize], f: impl FnOnce() -> R) -> R {
-    struct Restore((*const usize, usize));
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            COMMIT_HELD.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(COMMIT_HELD.with(|c| c.replace((held.as_ptr(), held.len()))));
-    f()
-}
-
-/// Whether this thread's commit holds the lock of the slot at `addr`.
-pub(crate) fn commit_holds(addr: usize) -> bool {
-    let (p, n) = COMMIT_HELD.with(Cell::get);
-    if p.is_null() {
-        return false;
-    }
-    // SAFETY: the slice is the one `committing` was given, which lives until `committing`
-    // returns and resets the cell (also when unwinding).
-    let held = unsafe { core::slice::from_raw_parts(p, n) };
-    held.binary_search(&addr).is_ok()
 }
 
 /// Runs `f` with `lock` (held by the caller) noted as held by a closure on this thread.

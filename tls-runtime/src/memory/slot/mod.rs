@@ -34,7 +34,7 @@ mod state;
 use crate::epoch::{
     self, Access, AwaitHomefreeSignal, Dropped, Drops, LoggedSlot, RollbackSignal, Tag,
 };
-use crate::memory::nesting;
+use crate::memory::{commit_hold, nesting};
 use crate::sync::{Held, RaceCell, RawLock};
 use core::panic::Location;
 use smallvec::SmallVec;
@@ -89,7 +89,7 @@ impl<T> Slot<T> {
 
     #[cold]
     fn acquire_contended(&self) -> Option<Held> {
-        if nesting::commit_holds(self as *const Self as usize) {
+        if commit_hold::commit_holds(self as *const Self as usize) {
             return None;
         }
         if nesting::holds(&self.lock) {
@@ -396,21 +396,19 @@ impl<T> Slot<T> {
         self.lock.unlock(held)
     }
 
-    /// Removes every version of an epoch other than `owner` and violates those epochs
-    /// (a container is being dropped or consumed: no other epoch may keep a version of
+    /// Removes every version of an epoch not in `keep` and violates those epochs (a
+    /// container is being dropped or consumed: no other epoch may keep a version of
     /// it, and an epoch that wrote it was running on a path the dropping epoch
-    /// changed). Returns the removed values, to be dropped once no lock is held, and
-    /// the serial numbers of the loops they belonged to.
-    pub(crate) fn evict_others(
-        &self,
-        owner: Option<Tag>,
-    ) -> (SmallVec<[T; 1]>, SmallVec<[u32; 1]>) {
+    /// changed). `keep` holds the dropping epoch and the epoch whose commit is
+    /// dropping it, if any. Returns the removed values, to be dropped once no lock is
+    /// held, and the serial numbers of the loops they belonged to.
+    pub(crate) fn evict_others(&self, keep: &[Tag]) -> (SmallVec<[T; 1]>, SmallVec<[u32; 1]>) {
         self.locked(|_, st| {
             let mut values = SmallVec::new();
             let mut loops = SmallVec::new();
             let mut i = 0;
             while i < st.versions.len() {
-                if Some(st.versions[i].tag) == owner {
+                if keep.contains(&st.versions[i].tag) {
                     i += 1;
                     continue;
                 }
