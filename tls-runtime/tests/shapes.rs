@@ -582,3 +582,61 @@ fn a_commit_action_drops_a_container_written_after_it() {
         assert_eq!(out.into_vec(), want, "{threads} threads");
     });
 }
+
+/// Nodes followed through a vector of links and written in two segments of one
+/// iteration, while other iterations link new nodes and unlink old ones: a rollback of
+/// the follower and of the linker (which drops the node the follower wrote) race.
+#[test]
+fn a_node_written_across_a_checkpoint_while_its_link_is_replaced() {
+    const LINKS: usize = 12;
+    let link = |i: usize| i.is_multiple_of(4);
+    let unlink = |i: usize| i % 7 == 3;
+    let follow = |i: usize| (i * 5) % LINKS;
+    each_schedule(|threads| {
+        let nodes: SpecVec<Option<Node>> = SpecVec::from(vec![None; LINKS]);
+        Loop::new().threads(threads).run_segments(
+            0..120usize,
+            |i| (i, None::<Option<Node>>),
+            |(i, followed)| match followed {
+                None => {
+                    spin(i as u64 % 3);
+                    if link(i) {
+                        nodes.set(i % LINKS, Some(Arc::new(Spec::new(i as u64))));
+                    }
+                    let n = nodes.get(follow(i));
+                    if let Some(n) = &n {
+                        n.update(|x| *x += 1);
+                    }
+                    Step::Checkpoint((i, Some(n)))
+                }
+                Some(n) => {
+                    if let Some(n) = n {
+                        n.update(|x| *x += 2);
+                        if unlink(i) {
+                            nodes.set((i + 3) % LINKS, None);
+                        }
+                    }
+                    Step::Done(Control::<()>::Continue)
+                }
+            },
+        );
+        let mut want: Vec<Option<u64>> = vec![None; LINKS];
+        for i in 0..120 {
+            if link(i) {
+                want[i % LINKS] = Some(i as u64);
+            }
+            if let Some(n) = want[follow(i)].as_mut() {
+                *n += 3;
+                if unlink(i) {
+                    want[(i + 3) % LINKS] = None;
+                }
+            }
+        }
+        let got: Vec<Option<u64>> = nodes
+            .into_vec()
+            .into_iter()
+            .map(|o| o.map(|node| node.get()))
+            .collect();
+        assert_eq!(got, want, "{threads} threads");
+    });
+}
