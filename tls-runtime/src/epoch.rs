@@ -538,6 +538,34 @@ impl EpochCx {
         });
     }
 
+    /// Removes the records of the slots at addresses `start..end` from the write log
+    /// (a container the epoch wrote is going away), keeping each commit-time action
+    /// between the same writes: its `writes_before` counts records, so it drops by the
+    /// number of removed records that came before it. Without that, the action would
+    /// run after writes the iteration made after it (or past the end of the log).
+    pub(crate) fn forget_writes_in(&self, start: usize, end: usize) {
+        let mut writes = self.writes.borrow_mut();
+        let mut commits = self.commits.borrow_mut();
+        // Actions are in registration order, so their `writes_before` never decrease.
+        let mut next = 0;
+        let mut removed = 0;
+        let mut index = 0;
+        writes.retain(|w| {
+            while next < commits.len() && commits[next].writes_before <= index {
+                commits[next].writes_before -= removed;
+                next += 1;
+            }
+            index += 1;
+            let a = w.slot.cast::<()>() as usize;
+            let gone = start <= a && a < end;
+            removed += usize::from(gone);
+            !gone
+        });
+        for d in &mut commits[next..] {
+            d.writes_before -= removed;
+        }
+    }
+
     /// Registers `run` to undo something the epoch did (see [`Undo`]).
     pub(crate) fn register_undo(&self, run: Box<dyn FnOnce() + Send>) {
         let after_actions = self.commits.borrow().len();

@@ -15,8 +15,9 @@
 //!   frees the memory only after it has unlocked everything. Freeing it at the drop
 //!   let the commit write to freed memory.
 //!
-//! Commits nest (an action may run a loop, whose epochs commit on this thread), so the
-//! holds form a chain, innermost first, like the frames of `nesting`.
+//! The holds of a thread form a chain, innermost first, like the frames of `nesting`.
+//! Today it is one deep (an action runs as plain code, and a loop it starts runs in
+//! order, without commits of its own); a chain keeps this right if that changes.
 
 use crate::epoch::Tag;
 use core::cell::{Cell, RefCell};

@@ -112,12 +112,8 @@ fn put_away<T>(slots: Box<[Slot<T>]>, loops: SmallVec<[u32; 1]>, under_commit: b
 /// Removes the running epoch's records of `slots` from its write log; returns its tag.
 fn forget_own_records<T>(slots: &[Slot<T>]) -> Option<Tag> {
     let cx = epoch::current_quiet()?;
-    let range = slots.as_ptr_range();
-    let (start, end) = (range.start as usize, range.end as usize);
-    cx.writes.borrow_mut().retain(|w| {
-        let a = w.slot.cast::<()>() as usize;
-        !(start <= a && a < end)
-    });
+    let (start, end) = span(slots);
+    cx.forget_writes_in(start, end);
     Some(cx.tag)
 }
 

@@ -20,16 +20,16 @@
 //! a write from elsewhere between the check and those writes would otherwise be lost
 //! under them. The actions' own accesses to those slots go ahead under the commit's
 //! hold (`commit_hold`), and a loop an action starts runs in order on this thread.
-//! So a commit-time action must not wait for another thread that may be waiting for
-//! data the iteration wrote. An action that drops a container the iteration wrote (a
+//! So a commit-time action must not wait (nor a value it drops, in its `Drop`) for
+//! another thread that may be waiting for data the iteration wrote. An action that drops a container the iteration wrote (a
 //! buffer it flushes) hands the container's memory to the commit, which skips its
 //! records and frees it after unlocking. When no write follows an action, the locks
 //! are released before the actions run.
 //!
-//! The committer never waits for a busy lock while holding another: a busy one makes
-//! it release all and start over, so it cannot deadlock with code that holds one slot
-//! and waits for another (nested accesses in a closure). Replaced values are dropped
-//! at the very end, with no lock held.
+//! Taking the locks, the committer never waits for a busy one while holding another:
+//! a busy one makes it release all and start over, so it cannot deadlock with code
+//! that holds one slot and waits for another (nested accesses in a closure). Replaced
+//! values are dropped at the very end, with no lock held.
 //!
 //! **Rollback** to segment `s`: the undo actions registered from `s` on run, newest
 //! first; the commit-time actions from `s` on are dropped; the versions written from
@@ -256,11 +256,14 @@ fn run_undo(cx: &EpochCx, which: impl Fn(&crate::epoch::Undo) -> bool) {
 /// Rolls the epoch of `cx` back to the start of segment `target`: see the module docs.
 pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
     run_undo(cx, |u| u.segment >= target);
-    {
+    // Dropped once the log is no longer borrowed: an action may own a container the
+    // epoch wrote, whose drop removes its records (`EpochCx::forget_writes_in`).
+    let dropped_actions = {
         let mut commits = cx.commits.borrow_mut();
         let keep = commits.partition_point(|d| d.segment < target);
-        commits.truncate(keep);
-    }
+        commits.split_off(keep)
+    };
+    drop(dropped_actions);
     let discarded: Vec<_> = {
         let mut writes = cx.writes.borrow_mut();
         let keep = writes.partition_point(|w| w.segment < target);
@@ -316,6 +319,49 @@ mod tests {
         fn discard(&self, _: &Access<'_>, _: u32, _: &mut Drops) {
             self.0.set(self.0.get() + 1);
         }
+    }
+
+    /// A container's records leave the middle of the log (it was dropped): each
+    /// commit-time action still comes after the same writes.
+    #[test]
+    fn forgetting_records_keeps_actions_between_the_same_writes() {
+        let ring = EpochRing::new(2);
+        let tag = make_tag(1, 0);
+        ring.slot(0).reset(tag);
+        let watermark = AtomicU64::new(0);
+        let cx = EpochCx::new(tag, &ring, &watermark);
+        let slots = [Counting(Cell::new(0)), Counting(Cell::new(0))];
+        let (gone, kept) = (&slots[0], &slots[1]);
+        let log = |slot: &Counting| {
+            let slot: *const (dyn LoggedSlot + '_) = slot;
+            // SAFETY: only the lifetime bound changes; the locations outlive `cx`'s use.
+            let slot = unsafe {
+                core::mem::transmute::<*const (dyn LoggedSlot + '_), *const dyn LoggedSlot>(slot)
+            };
+            cx.writes.borrow_mut().push(WriteRecord {
+                slot,
+                segment: 0,
+                generation: 0,
+            });
+        };
+        cx.defer(Box::new(|| {})); // before everything: stays at 0
+        log(gone);
+        log(kept);
+        cx.defer(Box::new(|| {})); // after `gone`, `kept`: 1
+        log(gone);
+        log(gone);
+        cx.defer(Box::new(|| {})); // after all four: 1
+        log(kept);
+        let addr = gone as *const Counting as usize;
+        cx.forget_writes_in(addr, addr + core::mem::size_of::<Counting>());
+        let positions: Vec<usize> = cx
+            .commits
+            .borrow()
+            .iter()
+            .map(|d| d.writes_before)
+            .collect();
+        assert_eq!(positions, [0, 1, 1]);
+        assert_eq!(cx.writes.borrow().len(), 2);
     }
 
     /// Two records of one location (written in two segments) and one of another, all

@@ -89,11 +89,13 @@ impl<T> Slot<T> {
 
     #[cold]
     fn acquire_contended(&self) -> Option<Held> {
-        if commit_hold::commit_holds(self as *const Self as usize) {
-            return None;
-        }
+        // First: a closure of this thread holding this very location is re-entered,
+        // also under a commit's hold (going ahead would alias the closure's `&mut`).
         if nesting::holds(&self.lock) {
             nesting::reentered();
+        }
+        if commit_hold::commit_holds(self as *const Self as usize) {
+            return None;
         }
         if nesting::nested()
             && let Some(cx) = epoch::current()
