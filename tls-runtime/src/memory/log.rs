@@ -321,47 +321,55 @@ mod tests {
         }
     }
 
-    /// A container's records leave the middle of the log (it was dropped): each
-    /// commit-time action still comes after the same writes.
-    #[test]
-    fn forgetting_records_keeps_actions_between_the_same_writes() {
+    /// Logs a record of `slot` written in `segment` into `cx`.
+    fn log(cx: &EpochCx, slot: &dyn LoggedSlot, segment: u32) {
+        let slot: *const (dyn LoggedSlot + '_) = slot;
+        // SAFETY: only the lifetime bound changes; the locations outlive `cx`'s use.
+        let slot = unsafe {
+            core::mem::transmute::<*const (dyn LoggedSlot + '_), *const dyn LoggedSlot>(slot)
+        };
+        cx.writes.borrow_mut().push(WriteRecord {
+            slot,
+            segment,
+            generation: 0,
+        });
+    }
+
+    /// Runs `f` with the context of a running epoch (epoch 0 of loop 1).
+    fn with_epoch(f: impl FnOnce(&EpochCx)) {
         let ring = EpochRing::new(2);
         let tag = make_tag(1, 0);
         ring.slot(0).reset(tag);
         let watermark = AtomicU64::new(0);
-        let cx = EpochCx::new(tag, &ring, &watermark);
-        let slots = [Counting(Cell::new(0)), Counting(Cell::new(0))];
-        let (gone, kept) = (&slots[0], &slots[1]);
-        let log = |slot: &Counting| {
-            let slot: *const (dyn LoggedSlot + '_) = slot;
-            // SAFETY: only the lifetime bound changes; the locations outlive `cx`'s use.
-            let slot = unsafe {
-                core::mem::transmute::<*const (dyn LoggedSlot + '_), *const dyn LoggedSlot>(slot)
-            };
-            cx.writes.borrow_mut().push(WriteRecord {
-                slot,
-                segment: 0,
-                generation: 0,
-            });
-        };
-        cx.defer(Box::new(|| {})); // before everything: stays at 0
-        log(gone);
-        log(kept);
-        cx.defer(Box::new(|| {})); // after `gone`, `kept`: 1
-        log(gone);
-        log(gone);
-        cx.defer(Box::new(|| {})); // after all four: 1
-        log(kept);
-        let addr = gone as *const Counting as usize;
-        cx.forget_writes_in(addr, addr + core::mem::size_of::<Counting>());
-        let positions: Vec<usize> = cx
-            .commits
-            .borrow()
-            .iter()
-            .map(|d| d.writes_before)
-            .collect();
-        assert_eq!(positions, [0, 1, 1]);
-        assert_eq!(cx.writes.borrow().len(), 2);
+        f(&EpochCx::new(tag, &ring, &watermark));
+    }
+
+    /// A container's records leave the middle of the log (it was dropped): each
+    /// commit-time action still comes after the same writes.
+    #[test]
+    fn forgetting_records_keeps_actions_between_the_same_writes() {
+        with_epoch(|cx| {
+            let slots = [Counting(Cell::new(0)), Counting(Cell::new(0))];
+            let (gone, kept) = (&slots[0], &slots[1]);
+            cx.defer(Box::new(|| {})); // before everything: stays at 0
+            log(cx, gone, 0);
+            log(cx, kept, 0);
+            cx.defer(Box::new(|| {})); // after `gone`, `kept`: 1
+            log(cx, gone, 0);
+            log(cx, gone, 0);
+            cx.defer(Box::new(|| {})); // after all four: 1
+            log(cx, kept, 0);
+            let addr = gone as *const Counting as usize;
+            cx.forget_writes_in(addr, addr + core::mem::size_of::<Counting>());
+            let positions: Vec<usize> = cx
+                .commits
+                .borrow()
+                .iter()
+                .map(|d| d.writes_before)
+                .collect();
+            assert_eq!(positions, [0, 1, 1]);
+            assert_eq!(cx.writes.borrow().len(), 2);
+        });
     }
 
     /// Two records of one location (written in two segments) and one of another, all
@@ -369,27 +377,15 @@ mod tests {
     /// could touch it after another thread freed it (its versions were already gone).
     #[test]
     fn a_rollback_discards_each_location_once() {
-        let ring = EpochRing::new(2);
-        let tag = make_tag(1, 0);
-        ring.slot(0).reset(tag);
-        let watermark = AtomicU64::new(0);
-        let cx = EpochCx::new(tag, &ring, &watermark);
-        let twice = Counting(Cell::new(0));
-        let once = Counting(Cell::new(0));
-        for (slot, segment) in [(&twice as &dyn LoggedSlot, 1), (&once, 1), (&twice, 2)] {
-            let slot: *const (dyn LoggedSlot + '_) = slot;
-            // SAFETY: only the lifetime bound changes; the locations outlive `cx`'s use.
-            let slot = unsafe {
-                core::mem::transmute::<*const (dyn LoggedSlot + '_), *const dyn LoggedSlot>(slot)
-            };
-            cx.writes.borrow_mut().push(WriteRecord {
-                slot,
-                segment,
-                generation: 0,
-            });
-        }
-        undo_to(&cx, 1);
-        assert_eq!((twice.0.get(), once.0.get()), (1, 1));
-        assert!(cx.writes.borrow().is_empty());
+        with_epoch(|cx| {
+            let twice = Counting(Cell::new(0));
+            let once = Counting(Cell::new(0));
+            log(cx, &twice, 1);
+            log(cx, &once, 1);
+            log(cx, &twice, 2);
+            undo_to(cx, 1);
+            assert_eq!((twice.0.get(), once.0.get()), (1, 1));
+            assert!(cx.writes.borrow().is_empty());
+        });
     }
 }

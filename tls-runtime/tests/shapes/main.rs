@@ -139,6 +139,15 @@ fn a_local_container_carried_across_a_checkpoint_is_rolled_back_with_it() {
 
 type Node = Arc<Spec<u64>>;
 
+/// The values of the linked nodes.
+fn node_values(nodes: SpecVec<Option<Node>>) -> Vec<Option<u64>> {
+    nodes
+        .into_vec()
+        .into_iter()
+        .map(|o| o.map(|node| node.get()))
+        .collect()
+}
+
 #[test]
 fn nodes_created_in_epochs_and_linked_into_a_vector() {
     each_schedule(|threads| {
@@ -177,12 +186,7 @@ fn nodes_created_in_epochs_and_linked_into_a_vector() {
                 want[i - 2] = None;
             }
         }
-        let got: Vec<Option<u64>> = nodes
-            .into_vec()
-            .into_iter()
-            .map(|o| o.map(|node| node.get()))
-            .collect();
-        assert_eq!(got, want, "{threads} threads");
+        assert_eq!(node_values(nodes), want, "{threads} threads");
     });
 }
 
@@ -460,12 +464,7 @@ fn a_node_written_across_a_checkpoint_while_its_link_is_replaced() {
                 }
             }
         }
-        let got: Vec<Option<u64>> = nodes
-            .into_vec()
-            .into_iter()
-            .map(|o| o.map(|node| node.get()))
-            .collect();
-        assert_eq!(got, want, "{threads} threads");
+        assert_eq!(node_values(nodes), want, "{threads} threads");
     });
 }
 
