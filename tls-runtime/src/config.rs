@@ -48,6 +48,7 @@ pub(crate) struct Env {
     pub(crate) report: ReportSink,
     pub(crate) trace: Option<std::path::PathBuf>,
     pub(crate) spin_after: Duration,
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) zombie_warn: Duration,
 }
 

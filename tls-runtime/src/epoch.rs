@@ -104,6 +104,12 @@ impl EpochSlot {
         self.has_cause.load(Ordering::Relaxed) && self.has_cause.swap(false, Ordering::Relaxed)
     }
 
+    /// The epoch the slot belongs to now.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn tag(&self, order: Ordering) -> Tag {
+        self.tag.load(order)
+    }
+
     /// The pending rollback target, or `NOT_VIOLATED`.
     #[inline]
     pub(crate) fn pending(&self, order: Ordering) -> u32 {

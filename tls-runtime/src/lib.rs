@@ -130,7 +130,8 @@
 //! does not see) is not contained: the loop cannot end before it does, since the body
 //! borrows the caller's data (the loop cannot return while the epoch still runs) and
 //! safe code cannot stop a thread. The wait is loud: after `TLS_ZOMBIE_WARN_MS` (2 s)
-//! the loop names the epoch on stderr and counts it in
+//! a watchdog thread names the epoch on stderr, whichever thread the zombie holds
+//! (the caller's included), and the loop counts it in
 //! [`LoopReport::stuck_zombies`]. The remedy is a [`poll`] in such loops. A stack overflow
 //! caused by stale data aborts the process like any stack overflow; keep recursion
 //! that depends on speculative data bounded, or give it a `poll`.

@@ -23,6 +23,7 @@
 //! `EpochRing::violate` ignores tags that are not its own.
 
 use crate::epoch::{Cause, EpochRing, Tag, serial_of};
+use crate::scheduler::Board;
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 
 /// Loops that can run speculatively at the same time. More wait for an entry.
@@ -33,6 +34,8 @@ const FREE: u32 = 0;
 struct Entry {
     serial: AtomicU32,
     ring: AtomicPtr<EpochRing>,
+    /// What the zombie watchdog may read of the loop (`scheduler/zombie.rs`).
+    board: AtomicPtr<Board>,
     users: AtomicU32,
 }
 
@@ -56,6 +59,7 @@ fn new_table() -> Box<[Entry]> {
         .map(|_| Entry {
             serial: AtomicU32::new(FREE),
             ring: AtomicPtr::new(core::ptr::null_mut()),
+            board: AtomicPtr::new(core::ptr::null_mut()),
             users: AtomicU32::new(0),
         })
         .collect()
@@ -107,19 +111,78 @@ impl LiveLoop {
     }
 }
 
+impl LiveLoop {
+    /// Shows `board` to the zombie watchdog until the returned guard is dropped (which
+    /// waits for a look in progress to end, so the board may go away after it).
+    pub(crate) fn watch<'b>(&self, board: &'b Board) -> Watching<'b> {
+        let e = entry(self.serial);
+        e.board
+            .store(board as *const Board as *mut Board, Ordering::SeqCst);
+        Watching {
+            entry: e,
+            _board: core::marker::PhantomData,
+        }
+    }
+}
+
+/// A loop's board shown to the watchdog (see [`LiveLoop::watch`]).
+pub(crate) struct Watching<'b> {
+    entry: &'static Entry,
+    _board: core::marker::PhantomData<&'b Board>,
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.entry
+            .board
+            .store(core::ptr::null_mut(), Ordering::SeqCst);
+        wait_for_users(self.entry);
+    }
+}
+
 impl Drop for LiveLoop {
     fn drop(&mut self) {
         let e = entry(self.serial);
         e.ring.store(core::ptr::null_mut(), Ordering::SeqCst);
+        e.board.store(core::ptr::null_mut(), Ordering::SeqCst);
         e.serial.store(FREE, Ordering::SeqCst);
-        let mut spins = 0u32;
-        while e.users.load(Ordering::SeqCst) != 0 {
-            spins += 1;
-            if spins.is_multiple_of(64) {
-                std::thread::yield_now();
-            }
-            crate::sync::spin_hint();
+        wait_for_users(e);
+    }
+}
+
+/// Waits until no writer or watchdog look that announced itself in `users` is left.
+fn wait_for_users(e: &Entry) {
+    let mut spins = 0u32;
+    while e.users.load(Ordering::SeqCst) != 0 {
+        spins += 1;
+        if spins.is_multiple_of(64) {
+            std::thread::yield_now();
         }
+        crate::sync::spin_hint();
+    }
+}
+
+/// Calls `f` with the serial and board of every running loop that shows one, each
+/// under the users protocol (the board stays alive during the call).
+#[cfg(not(loom))]
+pub(crate) fn for_each_board(mut f: impl FnMut(u32, &Board)) {
+    for e in table() {
+        // Most entries are free: one load each.
+        if e.board.load(Ordering::Relaxed).is_null() {
+            continue;
+        }
+        e.users.fetch_add(1, Ordering::SeqCst);
+        let serial = e.serial.load(Ordering::SeqCst);
+        let board = e.board.load(Ordering::SeqCst);
+        if serial != FREE {
+            // SAFETY: the board was still shown after we announced ourselves in
+            // `users`, so its `Watching` guard (and the `LiveLoop`) wait for us before
+            // it can go away.
+            if let Some(board) = unsafe { board.as_ref() } {
+                f(serial, board);
+            }
+        }
+        e.users.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

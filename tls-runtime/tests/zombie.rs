@@ -29,6 +29,55 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
     for n in [4usize, 12] {
         named_once(n);
     }
+    named_on_the_caller();
+}
+
+/// The zombie on the loop's calling thread: no participant is left to wait and watch
+/// (the worker leaves once it has nothing to claim), so only the watchdog can say so.
+fn named_on_the_caller() {
+    let caller = std::thread::current().id();
+    for attempt in 0..40 {
+        let ready = Spec::new(false);
+        let out = SpecVec::from(vec![0u64; 3]);
+        let release = AtomicBool::new(false);
+        let stuck_on_caller = AtomicBool::new(false);
+        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        // A loop just before, so that the worker spins and claims epoch 1 at once
+        // while the caller runs epoch 0 and then claims epoch 2.
+        Loop::new().threads(2).run(0..64, |i| {
+            out.set(i % 3, 0);
+            Control::<()>::Continue
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(600));
+                release.store(true, Ordering::Release);
+            });
+            Loop::new().threads(2).site(site).run(0..3, |i| {
+                if i == 1 {
+                    std::thread::sleep(Duration::from_millis(50));
+                    ready.set(true);
+                }
+                if i == 2 {
+                    let seen = ready.get();
+                    if !seen && std::thread::current().id() == caller {
+                        // Stale, on the caller: stuck until released.
+                        stuck_on_caller.store(true, Ordering::Relaxed);
+                        wait_for(&release);
+                    }
+                    out.set(2, u64::from(seen));
+                }
+                Control::<()>::Continue
+            });
+        });
+        assert_eq!(out.into_vec(), [0, 0, 1], "attempt {attempt}");
+        let report = tls_runtime::last_report().expect("a report");
+        if stuck_on_caller.load(Ordering::Relaxed) {
+            assert_eq!(report.stuck_zombies, 1, "attempt {attempt}: {report}");
+            return;
+        }
+    }
+    panic!("no attempt had the zombie on the calling thread");
 }
 
 fn named_once(n: usize) {

@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use work::DoneSlot;
-use zombie::ZombieWatch;
+pub(crate) use zombie::Board;
 
 pub(crate) type Payload = Box<dyn Any + Send>;
 
@@ -134,17 +134,20 @@ where
         inside: Occupancy::new(),
         claimable: AtomicBool::new(true),
         joined: AtomicBool::new(false),
-        label,
         trace,
         start,
         step,
     };
     live.attach(&shared.ring);
+    let board = Board::new(&shared.watermark, &shared.ring, label.name, label.location);
+    let watching = live.watch(&board);
     {
         let _published = workers::publish(&shared);
         shared.participate(true);
     }
-    let stats = core::mem::take(&mut *lock(&shared.stats));
+    drop(watching);
+    let mut stats = core::mem::take(&mut *lock(&shared.stats));
+    stats.stuck_zombies += board.stuck();
     let ending = lock(&shared.ending).take();
     // Before the ring goes away; then free what only this loop's logs could reach.
     drop(live);
@@ -171,7 +174,6 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     claimable: AtomicBool,
     /// A worker has entered this run.
     joined: AtomicBool,
-    label: Label<'a>,
     /// The loop's name, when `TLS_TRACE` records a timeline.
     trace: Option<Arc<str>>,
     start: &'a St,
@@ -257,7 +259,6 @@ where
         let mut votes = Votes::new(self.chunk.is_none(), !is_caller);
         let mut spins = 0u32;
         let mut waiting: Option<(Instant, bool)> = None;
-        let mut watch = ZombieWatch::default();
         loop {
             self.commit_chain(&mut ts, &mut votes);
             // A wait ends when the claim starts: an in-order stretch runs inside it.
@@ -292,21 +293,9 @@ where
                     self.run_epoch(work, &mut ts, &mut votes);
                 }
                 Claimed::RanInOrder => spins = 0,
-                Claimed::WindowFull => {
-                    backoff(&mut spins);
-                    if is_caller {
-                        // The window can be full because of the zombie.
-                        self.watch_zombie(&mut watch, spins, &mut ts);
-                    }
-                }
-                Claimed::NotMyTurn if is_caller => {
-                    backoff(&mut spins);
-                    self.watch_zombie(&mut watch, spins, &mut ts);
-                }
-                Claimed::Finished if is_caller && !self.settled() => {
-                    backoff(&mut spins);
-                    self.watch_zombie(&mut watch, spins, &mut ts);
-                }
+                Claimed::WindowFull => backoff(&mut spins),
+                Claimed::NotMyTurn if is_caller => backoff(&mut spins),
+                Claimed::Finished if is_caller && !self.settled() => backoff(&mut spins),
                 Claimed::NotMyTurn | Claimed::Finished => break,
             }
         }

@@ -5,86 +5,174 @@
 //! data agree, in a function the macro does not see) never unwinds, and the loop
 //! cannot end before it does: its body borrows the caller's data, so the loop cannot
 //! return while the epoch still runs, and safe code cannot stop a thread. What the
-//! runtime can do is make the wait loud. The caller, waiting for the loop to settle,
-//! looks now and then at the oldest unfinished epoch; once that epoch has stayed
-//! violated for `TLS_ZOMBIE_WARN_MS`, the loop names it on stderr (once per epoch) and
-//! counts it in the report (`LoopReport::stuck_zombies`).
+//! runtime can do is make the wait loud, whichever thread the zombie holds: the loop's
+//! caller, a worker, or all of them.
 //!
-//! A violated epoch that has *finished* is re-run by the committer at once, so only a
-//! running one can stay violated that long; an epoch doing that much pure computation
-//! after a violation is named too (it is wasting that work).
+//! So no participant watches: a *watchdog* thread of the process does, started with
+//! the first speculative loop. Each running loop shows it a [`Board`] (its commit
+//! watermark, its epoch ring, its name) through its entry in `live_loops`; every
+//! [`PERIOD`] (or a quarter of `TLS_ZOMBIE_WARN_MS`, if shorter) the watchdog looks at
+//! each loop's oldest uncommitted epoch. Once that epoch has stayed violated for
+//! `TLS_ZOMBIE_WARN_MS`, it names the epoch on stderr (once per epoch) and counts it
+//! on the board, which the loop's report takes (`LoopReport::stuck_zombies`).
 //!
-//! Not seen: a zombie on the calling thread itself (the workers leave a loop when
-//! they have nothing to claim, so no thread is left to watch), and the time before
-//! the caller first saw the epoch violated (the message says "at least").
+//! The oldest epoch, when violated, is running: a violated epoch that has finished is
+//! re-run by the committer as soon as it is the oldest. So only a zombie, or an epoch
+//! doing that much pure computation after a violation (wasting it), is named. The
+//! message says "at least": the watchdog saw the violation up to a period late.
+//!
+//! Memory ordering: the board is reached under `live_loops`' `users` protocol
+//! (`SeqCst`), so it outlives every look at it. The watermark is read with `Acquire`
+//! and the violation word with `Acquire`; a stale view only delays or skips one
+//! look, never names a loop that is not waiting, since the epoch must be seen
+//! violated at the same watermark across a whole `TLS_ZOMBIE_WARN_MS`.
 
-use super::Shared;
+// The loom models run no loop, so they build the board but no watchdog.
+#![cfg_attr(loom, allow(unused_imports, dead_code))]
+
 use crate::config::env;
-use crate::control::Step;
-use crate::epoch::NOT_VIOLATED;
-use crate::report::ThreadStats;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use crate::epoch::{EpochRing, NOT_VIOLATED, make_tag};
+use crate::live_loops;
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-/// What the waiting caller last saw of the oldest unfinished epoch.
-#[derive(Default)]
-pub(super) struct ZombieWatch {
-    /// That epoch's index and since when it has been seen violated.
-    violated: Option<(u64, Instant)>,
-    /// The last epoch named on stderr.
-    named: Option<u64>,
+/// How often the watchdog looks at the running loops, at most.
+const PERIOD: Duration = Duration::from_millis(100);
+
+/// What the watchdog may read of one running loop. It lives in the loop's
+/// `scheduler::run` frame, and is reachable only while the loop's
+/// [`live_loops::Watching`] guard lives (dropped before the board and the state it
+/// points into).
+pub(crate) struct Board {
+    watermark: *const crate::sync::AtomicU64,
+    ring: *const EpochRing,
+    name: *const str,
+    location: &'static Location<'static>,
+    /// Zombies named in this loop run.
+    stuck: AtomicU64,
 }
 
-/// Look once every this many back-offs (a clock read costs tens of nanoseconds).
-const EVERY: u32 = 256;
+// SAFETY: the pointers are read only by the watchdog, under the `live_loops` users
+// protocol, while the loop that owns what they point to still runs; what they point
+// to is `Sync` (atomics, the ring's atomics, a `str`).
+unsafe impl Send for Board {}
+// SAFETY: as above; `stuck` is atomic.
+unsafe impl Sync for Board {}
 
-impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
-where
-    It: Iterator + Send,
-    It::Item: Clone + Send,
-    S: Clone + Send,
-    R: Send,
-    St: Fn(It::Item) -> S + Sync,
-    Sp: Fn(S) -> Step<S, R> + Sync,
-{
-    /// Called by the caller while it waits for the loop to settle (`spins`: its
-    /// back-off count).
-    pub(super) fn watch_zombie(&self, watch: &mut ZombieWatch, spins: u32, ts: &mut ThreadStats) {
-        if !spins.is_multiple_of(EVERY) {
-            return;
+impl Board {
+    /// A board for a loop with this commit watermark, ring and name.
+    pub(crate) fn new(
+        watermark: &crate::sync::AtomicU64,
+        ring: &EpochRing,
+        name: &str,
+        location: &'static Location<'static>,
+    ) -> Self {
+        watchdog();
+        Board {
+            watermark,
+            ring,
+            name,
+            location,
+            stuck: AtomicU64::new(0),
         }
-        let oldest = self.watermark.load(Ordering::Acquire);
-        if self.ring.slot(oldest).pending(Ordering::Acquire) == NOT_VIOLATED {
-            watch.violated = None;
-            return;
-        }
-        let since = match watch.violated {
-            Some((index, since)) if index == oldest => since,
-            _ => {
-                watch.violated = Some((oldest, Instant::now()));
-                return;
-            }
-        };
-        let waited = since.elapsed();
-        if waited < env().zombie_warn || watch.named == Some(oldest) {
-            return;
-        }
-        watch.named = Some(oldest);
-        ts.stuck_zombies += 1;
-        let place = self.label.location.to_string();
-        let loop_name = if self.label.name == place {
-            format!("loop at {place}")
-        } else {
-            format!("loop `{}` ({place})", self.label.name)
-        };
-        eprintln!(
-            "tls-runtime: {loop_name}: epoch {oldest} has been violated (an earlier epoch \
-             changed data it had read) for at least {:.1} s and has reached no tracked \
-             access, checkpoint or poll since, so it cannot be rolled back and the loop \
-             waits for it. If it runs code that only ends once values it read agree, it will never \
-             end: call `tls_runtime::poll()` in that code's loops. (TLS_ZOMBIE_WARN_MS \
-             sets how long a loop waits before this message.)",
-            waited.as_secs_f64()
-        );
     }
+
+    /// How many zombies the watchdog named in this loop run.
+    pub(crate) fn stuck(&self) -> u64 {
+        self.stuck.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts the watchdog once per process (not in the loom models, which run no loop).
+#[cfg(loom)]
+fn watchdog() {}
+
+/// Starts the watchdog once per process.
+#[cfg(not(loom))]
+fn watchdog() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let spawned = std::thread::Builder::new()
+            .name("tls-zombie-watch".into())
+            .spawn(watch_forever);
+        // Without a watchdog the loops still run right; only the message is lost.
+        if let Err(e) = spawned {
+            eprintln!("tls-runtime: no thread for the zombie watchdog ({e})");
+        }
+    });
+}
+
+/// Since when the watchdog has seen a loop's oldest epoch violated.
+#[cfg(not(loom))]
+struct Seen {
+    index: u64,
+    since: Instant,
+    named: bool,
+}
+
+#[cfg(not(loom))]
+fn watch_forever() {
+    let warn = env().zombie_warn;
+    let period = (warn / 4).clamp(Duration::from_millis(5), PERIOD);
+    let mut seen: HashMap<u32, Seen> = HashMap::new();
+    loop {
+        std::thread::sleep(period);
+        let now = Instant::now();
+        seen.retain(|&serial, _| live_loops::is_running(serial));
+        live_loops::for_each_board(|serial, board| look(serial, board, &mut seen, now, warn));
+    }
+}
+
+/// One look at one running loop's oldest epoch.
+#[cfg(not(loom))]
+fn look(serial: u32, board: &Board, seen: &mut HashMap<u32, Seen>, now: Instant, warn: Duration) {
+    // SAFETY: `for_each_board` hands out a board only while its loop runs, so the
+    // watermark and the ring it points to are alive.
+    let (watermark, ring) = unsafe { (&*board.watermark, &*board.ring) };
+    let oldest = watermark.load(Ordering::Acquire);
+    let slot = ring.slot(oldest);
+    if slot.tag(Ordering::Acquire) != make_tag(serial, oldest)
+        || slot.pending(Ordering::Acquire) == NOT_VIOLATED
+    {
+        seen.remove(&serial);
+        return;
+    }
+    let s = seen.entry(serial).or_insert(Seen {
+        index: oldest,
+        since: now,
+        named: false,
+    });
+    if s.index != oldest {
+        *s = Seen {
+            index: oldest,
+            since: now,
+            named: false,
+        };
+    }
+    let waited = now.saturating_duration_since(s.since);
+    if s.named || waited < warn {
+        return;
+    }
+    s.named = true;
+    board.stuck.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: as above: the name lives as long as the loop runs.
+    let name = unsafe { &*board.name };
+    let place = board.location.to_string();
+    let loop_name = if name == place {
+        format!("loop at {place}")
+    } else {
+        format!("loop `{name}` ({place})")
+    };
+    eprintln!(
+        "tls-runtime: {loop_name}: epoch {oldest} has been violated (an earlier epoch \
+         changed data it had read) for at least {:.1} s and has reached no tracked \
+         access, checkpoint or poll since, so it cannot be rolled back and the loop \
+         waits for it. If it runs code that only ends once values it read agree, it will \
+         never end: call `tls_runtime::poll()` in that code's loops. (TLS_ZOMBIE_WARN_MS \
+         sets how long a loop waits before this message.)",
+        waited.as_secs_f64()
+    );
 }
