@@ -103,7 +103,12 @@
 //! so no update is lost. An epoch's reads of locations it did not write are validated
 //! until its commit starts, or, for the oldest (homefree) epoch, until its first write:
 //! there it commits what it did so far and from then on runs as plain code does. A
-//! change after that orders after the epoch, as it would for plain code.
+//! change after that orders after the epoch, as it would for plain code. So an
+//! iteration is not a transaction against other threads: only each access is atomic
+//! against them, and a read-modify-write written as two accesses (`let x = s.get();
+//! s.set(x + 1)`) races with another loop's as it does between plain threads,
+//! whether or not speculation happened to isolate it in a given run. Use one
+//! `update` for a change that must be atomic.
 //!
 //! **Nested accesses.** An `update` or `with` closure may access other speculative
 //! locations. A speculative epoch that would wait for a location while its closure
