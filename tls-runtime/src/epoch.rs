@@ -17,7 +17,6 @@ use core::cell::{Cell, RefCell};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
 use std::time::{Duration, Instant};
-
 mod current;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
 
@@ -104,7 +103,7 @@ impl EpochSlot {
         self.has_cause.load(Ordering::Relaxed) && self.has_cause.swap(false, Ordering::Relaxed)
     }
 
-    /// The epoch the slot belongs to now.
+    /// The epoch the slot belongs to now (read by the zombie watchdog, not under loom).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn tag(&self, order: Ordering) -> Tag {
         self.tag.load(order)
