@@ -140,17 +140,15 @@ fn look(serial: u32, board: &Board, seen: &mut HashMap<u32, Seen>, now: Instant,
         seen.remove(&serial);
         return;
     }
-    let s = seen.entry(serial).or_insert(Seen {
+    let fresh = || Seen {
         index: oldest,
         since: now,
         named: false,
-    });
+    };
+    let s = seen.entry(serial).or_insert_with(fresh);
     if s.index != oldest {
-        *s = Seen {
-            index: oldest,
-            since: now,
-            named: false,
-        };
+        // The watermark moved on: a later epoch is the oldest now.
+        *s = fresh();
     }
     let waited = now.saturating_duration_since(s.since);
     if s.named || waited < warn {
