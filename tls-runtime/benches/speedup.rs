@@ -2,7 +2,9 @@
 //! cost of speculative accesses. Prints ratios measured in one run (the machines are
 //! shared and noisy: each figure is the median of interleaved repetitions).
 //!
-//! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run);
+//! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run; `-- 10%`
+//! or another word for only the loops whose name has it: `no-conflict`, `1us`, `chain`,
+//! `conflict 10%`, `access`);
 //! `BENCH_THREADS=N` runs the loops (ours and rayon's) on N threads instead of 2.
 
 use rayon::prelude::*;
@@ -293,11 +295,31 @@ fn main() {
         "threads: {} (the caller and {helpers}); ratios are plain-loop time / variant time",
         threads()
     );
-    no_conflict("20us", Duration::from_micros(20), 2000 / scale, reps, &pool);
-    no_conflict("5us", Duration::from_micros(5), 8000 / scale, reps, &pool);
-    no_conflict("1us", Duration::from_micros(1), 20000 / scale, reps, &pool);
-    chain(Duration::from_micros(1), 20000 / scale, reps);
-    chain(Duration::from_micros(20), 1000 / scale, reps);
-    conflict_10pct(Duration::from_micros(5), 8000 / scale, reps);
-    access_costs(100_000);
+    // `-- WORD`: only the loops whose name contains WORD.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
+    if wanted("no-conflict 20us") {
+        no_conflict("20us", Duration::from_micros(20), 2000 / scale, reps, &pool);
+    }
+    if wanted("no-conflict 5us") {
+        no_conflict("5us", Duration::from_micros(5), 8000 / scale, reps, &pool);
+    }
+    if wanted("no-conflict 1us") {
+        no_conflict("1us", Duration::from_micros(1), 20000 / scale, reps, &pool);
+    }
+    if wanted("chain 1us") {
+        chain(Duration::from_micros(1), 20000 / scale, reps);
+    }
+    if wanted("chain 20us") {
+        chain(Duration::from_micros(20), 1000 / scale, reps);
+    }
+    if wanted("conflict 10%") {
+        conflict_10pct(Duration::from_micros(5), 8000 / scale, reps);
+    }
+    if wanted("access costs") {
+        access_costs(100_000);
+    }
 }

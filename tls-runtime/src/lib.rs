@@ -54,7 +54,8 @@
 //! - `escape.rs` runs calls non-speculatively ([`escape()`]) with undo actions
 //!   ([`on_violation()`]); `deferred.rs` delays work to commit ([`on_commit()`],
 //!   [`Accumulator`]).
-//! - `adapt/` groups very short iterations into one epoch (`chunk.rs`), and turns
+//! - `adapt/` groups very short iterations into one epoch (`chunk.rs`: about 10 us an
+//!   epoch, 80 us while the site has never rolled back), and turns
 //!   speculation off for a loop site ([`LoopSite`], `site.rs`) when its epochs mostly
 //!   roll back or its threads' committed work does not beat in-order execution
 //!   (judged per `window.rs` from each thread's `votes.rs`), probing it again later

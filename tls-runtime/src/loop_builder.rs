@@ -62,7 +62,9 @@ impl Loop {
     }
 
     /// Iterations per epoch. By default the runtime chooses: one, or more when
-    /// iterations are so short that the per-epoch cost would show.
+    /// iterations are so short that the per-epoch cost would show (epochs of about
+    /// 10 us; about 80 us for a loop none of whose epochs has ever rolled back, cut
+    /// shorter where a run would leave a thread fewer than 16 epochs).
     pub fn chunk(mut self, chunk: usize) -> Self {
         self.chunk = Some(chunk.max(1));
         self

@@ -1,9 +1,13 @@
 //! Automatic chunking: when the loop does not set how many iterations make one epoch,
-//! its site chooses, grouping iterations much shorter than [`TARGET_EPOCH`] so that
-//! the per-epoch cost stays small, and halving the chunk when epochs roll back.
+//! its site chooses, grouping iterations much shorter than [`TARGET_EPOCH`] (or
+//! [`QUIET_TARGET_EPOCH`] while no epoch is violated) so that the per-epoch cost stays
+//! small, and halving the chunk when epochs roll back. A run of known length is cut
+//! into enough epochs for every thread ([`run_chunk`]).
 
 use super::LoopSite;
-use crate::rules::{MAX_CHUNK, TARGET_EPOCH, halve_chunk};
+use crate::rules::{MAX_CHUNK, halve_chunk, run_chunk, target_epoch};
+#[cfg(doc)]
+use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -14,25 +18,72 @@ impl LoopSite {
         self.chunk.load(Relaxed) as usize
     }
 
+    /// Iterations per epoch for a run of `items` iterations on `threads` threads:
+    /// [`LoopSite::chunk`], cut by [`run_chunk`] so that every thread gets enough
+    /// epochs. `items` is the run's iterator's lower size bound; 0 (unknown, as for
+    /// a `filter`) takes the length of the site's last run instead.
+    #[inline]
+    pub(crate) fn chunk_for_run(&self, items: usize, threads: usize) -> usize {
+        let items = match items {
+            0 => self.last_run_items.load(Relaxed) as usize,
+            n => n,
+        };
+        let short = self.short_chunk.load(Relaxed) as usize;
+        run_chunk(self.chunk(), short, items, threads)
+    }
+
+    /// A speculative run of this site committed `items` iterations.
+    pub(crate) fn ran_items(&self, items: u64) {
+        if self.last_run_items.load(Relaxed) != items {
+            self.last_run_items.store(items, Relaxed);
+        }
+    }
+
     /// Adapts the iterations per epoch to what a participant measured: `items`
     /// iterations in `busy` of work over `epochs` epochs, `rolled_back` of them rolled
-    /// back. Short iterations are grouped so that an epoch lasts about
-    /// [`TARGET_EPOCH`] and the per-epoch cost (claiming, publishing, committing:
-    /// a few cache-line transfers) stays small; frequent rollbacks halve the chunk,
-    /// since a larger epoch loses more work per violation.
-    pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
+    /// back, with `rollbacks` rollbacks of any size in all.
+    ///
+    /// Short iterations are grouped so that an epoch lasts about [`TARGET_EPOCH`] and
+    /// the per-epoch cost (claiming, publishing, committing: a few cache-line
+    /// transfers) stays small. A site none of whose epochs has ever rolled back aims
+    /// at [`QUIET_TARGET_EPOCH`] instead, and goes there at once: the busy time per
+    /// item includes the per-epoch cost spread over the chunk, so it can only
+    /// overstate an item and the chunk undershoot, and a new site's first run, one
+    /// iteration an epoch at first, reaches its epoch length in a window or two. The first rollback ends that
+    /// for good: longer epochs can turn a dependence that shorter ones straddled
+    /// into violations of every epoch, and a site that went back and forth would pay
+    /// a window of those each time. While epochs roll back, the chunk stays at or
+    /// under the short target, moves by at most a factor of two a window, and halves
+    /// when more than a quarter of the epochs lose a good part of their work.
+    pub(crate) fn tune_chunk(
+        &self,
+        epochs: u32,
+        items: u64,
+        rolled_back: u32,
+        rollbacks: u64,
+        busy: Duration,
+    ) {
         if items == 0 || epochs == 0 {
             return;
         }
+        if rollbacks > 0 && !self.rolled_back_once.load(Relaxed) {
+            self.rolled_back_once.store(true, Relaxed);
+        }
+        let quiet = !self.rolled_back_once.load(Relaxed);
+        let per_item = busy.as_nanos() as f64 / items as f64;
+        let for_target = |quiet: bool| {
+            (target_epoch(quiet).as_nanos() as f64 / per_item.max(1.0))
+                .clamp(1.0, f64::from(MAX_CHUNK)) as u32
+        };
+        let short = for_target(false);
+        self.short_chunk.store(short, Relaxed);
         let current = self.chunk.load(Relaxed).max(1);
-        let next = if halve_chunk(u64::from(rolled_back), u64::from(epochs)) {
-            (current / 2).max(1)
+        let next = if quiet {
+            for_target(true)
+        } else if halve_chunk(u64::from(rolled_back), u64::from(epochs)) {
+            (current / 2).clamp(1, short)
         } else {
-            let per_item = busy.as_nanos() as f64 / items as f64;
-            let ideal = (TARGET_EPOCH.as_nanos() as f64 / per_item.max(1.0))
-                .clamp(1.0, f64::from(MAX_CHUNK));
-            // Move by at most a factor of two per window.
-            (ideal as u32).clamp((current / 2).max(1), current * 2)
+            short.clamp((current / 2).max(1), current * 2).min(short)
         };
         self.chunk.store(next, Relaxed);
     }

@@ -23,7 +23,8 @@
 //!
 //! The site also chooses how many iterations make one epoch when the loop does not
 //! say (`chunk.rs`): iterations much shorter than [`crate::rules::TARGET_EPOCH`] are
-//! grouped.
+//! grouped, into epochs of [`crate::rules::QUIET_TARGET_EPOCH`] while none of the
+//! site's epochs has ever rolled back.
 //!
 //! Memory ordering: all fields are `Relaxed` counters and a flag. They steer
 //! scheduling, not correctness: any interleaving of their updates yields a valid

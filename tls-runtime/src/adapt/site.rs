@@ -24,6 +24,17 @@ pub struct LoopSite {
     pub(super) backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     pub(super) chunk: AtomicU32,
+    /// Iterations per epoch that [`TARGET_EPOCH`](crate::rules::TARGET_EPOCH) gives,
+    /// as last measured: the least a run of known length is cut to (see
+    /// [`crate::rules::run_chunk`]).
+    pub(super) short_chunk: AtomicU32,
+    /// An epoch of this site has rolled back: automatic chunking no longer aims at
+    /// [`QUIET_TARGET_EPOCH`](crate::rules::QUIET_TARGET_EPOCH) (see
+    /// [`LoopSite::tune_chunk`]).
+    pub(super) rolled_back_once: AtomicBool,
+    /// Iterations the site's last speculative run committed: the length automatic
+    /// chunking assumes for a run whose iterator does not tell its own.
+    pub(super) last_run_items: AtomicU64,
     /// [`PROBING`], [`LAST_PAID`] or [`STRUCK`]: how the last windows went (see
     /// [`LoopSite::judge`]).
     slow_windows: AtomicU32,
@@ -80,6 +91,9 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
+            short_chunk: AtomicU32::new(1),
+            rolled_back_once: AtomicBool::new(false),
+            last_run_items: AtomicU64::new(0),
             // A new site gets the benefit of the doubt: its first window also pays
             // for the workers' wake-up and the chunk size still growing.
             slow_windows: AtomicU32::new(LAST_PAID),

@@ -304,3 +304,98 @@ fn a_stretch_held_back_for_want_of_a_worker_ends_when_one_comes() {
     assert!(r.in_order_epochs < MIN_BACKOFF, "{r}");
     assert_eq!(r.in_order_no_workers, r.in_order_epochs, "{r}");
 }
+
+/// The chunk a site settles on for iterations of `per_item`, tuned over `windows`
+/// windows of [`WINDOW`] epochs each with `rollbacks` rollbacks per window.
+fn settled_chunk(per_item: Duration, rollbacks: u64, windows: usize) -> usize {
+    let site = LoopSite::new();
+    for _ in 0..windows {
+        let chunk = site.chunk() as u64;
+        let items = chunk * u64::from(WINDOW);
+        site.tune_chunk(WINDOW, items, 0, rollbacks, per_item * items as u32);
+    }
+    site.chunk()
+}
+
+#[test]
+fn a_loop_without_rollbacks_gets_the_longer_epochs_at_once() {
+    use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
+    let per_item = Duration::from_micros(1);
+    let quiet = QUIET_TARGET_EPOCH.as_micros() as usize;
+    // One window from a new site's chunk of 1 reaches the quiet target.
+    assert_eq!(settled_chunk(per_item, 0, 1), quiet);
+    assert_eq!(settled_chunk(per_item, 0, 10), quiet);
+    // Rollbacks keep the shorter target, reached by doubling (1, 2, 4, 8, 10).
+    let short = TARGET_EPOCH.as_micros() as usize;
+    assert_eq!(settled_chunk(per_item, 1, 3), 8);
+    assert_eq!(settled_chunk(per_item, 1, 10), short);
+}
+
+#[test]
+fn a_first_rollback_ends_the_longer_epochs_for_good() {
+    use crate::rules::TARGET_EPOCH;
+    let site = LoopSite::new();
+    let per_item = Duration::from_micros(1);
+    let window = |site: &LoopSite, rollbacks: u64| {
+        let items = site.chunk() as u64 * u64::from(WINDOW);
+        site.tune_chunk(WINDOW, items, 0, rollbacks, per_item * items as u32);
+    };
+    window(&site, 0);
+    let short = TARGET_EPOCH.as_micros() as usize;
+    assert!(site.chunk() > short);
+    // Straight back to the short target, not halving a window at a time.
+    window(&site, 3);
+    assert_eq!(site.chunk(), short);
+    // Quiet windows after that do not lengthen the epochs again.
+    for _ in 0..5 {
+        window(&site, 0);
+        assert_eq!(site.chunk(), short);
+    }
+}
+
+#[test]
+fn a_run_of_known_length_leaves_every_thread_enough_epochs() {
+    use crate::rules::{MIN_RUN_EPOCHS_PER_THREAD, run_chunk};
+    assert_eq!(
+        run_chunk(70, 8, 0, 2),
+        70,
+        "unknown length: the site's chunk"
+    );
+    let even = 20_000 / (2 * MIN_RUN_EPOCHS_PER_THREAD);
+    assert_eq!(run_chunk(70, 8, 20_000, 2), 70.min(even));
+    assert_eq!(
+        run_chunk(70, 8, 2_000, 2),
+        2_000 / (2 * MIN_RUN_EPOCHS_PER_THREAD)
+    );
+    // Never below the short target's chunk, nor above the site's.
+    assert_eq!(run_chunk(70, 8, 100, 2), 8);
+    assert_eq!(run_chunk(4, 8, 100, 2), 4);
+    assert_eq!(
+        run_chunk(70, 8, 20_000, 0),
+        70.min(20_000 / MIN_RUN_EPOCHS_PER_THREAD)
+    );
+}
+
+#[test]
+fn a_site_cuts_a_short_run_but_not_below_its_short_chunk() {
+    use crate::rules::TARGET_EPOCH;
+    let site = LoopSite::new();
+    let per_item = Duration::from_micros(1);
+    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, 0, per_item * WINDOW);
+    let short = TARGET_EPOCH.as_micros() as usize;
+    assert!(site.chunk() > short);
+    assert_eq!(site.chunk_for_run(0, 2), site.chunk());
+    assert_eq!(site.chunk_for_run(40, 2), short);
+}
+
+#[test]
+fn a_run_of_unknown_length_is_cut_as_long_as_the_last_run() {
+    let site = LoopSite::new();
+    let per_item = Duration::from_micros(1);
+    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, 0, per_item * WINDOW);
+    let long = site.chunk();
+    assert_eq!(site.chunk_for_run(0, 2), long, "no run seen yet");
+    site.ran_items(200);
+    assert!(site.chunk_for_run(0, 2) < long);
+    assert_eq!(site.chunk_for_run(0, 2), site.chunk_for_run(200, 2));
+}

@@ -38,7 +38,8 @@
 //!
 //! Epochs are what the runtime would run: unless the loop sets its chunk, iterations
 //! are grouped as the runtime's automatic chunking groups them (about
-//! [`TARGET_EPOCH`] per epoch, at most [`MAX_CHUNK`] iterations), and the group is
+//! [`TARGET_EPOCH`] per epoch, or [`QUIET_TARGET_EPOCH`] where no epoch is violated;
+//! at most [`MAX_CHUNK`] iterations, and no fewer epochs than the window holds), and the group is
 //! halved while more than a quarter of the simulated epochs lose a quarter of their
 //! work or more to a restart (the runtime halves its chunk on the same rules,
 //! [`halve_chunk`] and [`lost_enough_ns`]). Item boundaries inside a chunk are not
@@ -47,7 +48,11 @@
 use super::PREDICTED_CORES;
 use super::calibration::{Costs, costs};
 use super::recorder::{AccessKind, EpochProfile, Event};
-use crate::rules::{EPOCHS_PER_THREAD, MAX_CHUNK, TARGET_EPOCH, halve_chunk, lost_enough_ns};
+use crate::rules::{
+    EPOCHS_PER_THREAD, MAX_CHUNK, halve_chunk, lost_enough_ns, run_chunk, target_epoch,
+};
+#[cfg(doc)]
+use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::Location;
@@ -431,23 +436,24 @@ fn chunked(items: &[EpochProfile], chunk: usize) -> Cow<'_, [EpochProfile]> {
 
 /// The predicted wall time of `items` on `threads` threads with the runtime's
 /// chunking: `chunk` iterations per epoch if the loop sets it, else the automatic
-/// choice (about [`TARGET_EPOCH`] per epoch), halved while more than a quarter of the
-/// epochs roll back.
+/// choice (about [`TARGET_EPOCH`] per epoch, or [`QUIET_TARGET_EPOCH`] when no epoch
+/// is violated), halved while more than a quarter of the epochs roll back.
 pub(super) fn predict_chunked(
     items: &[EpochProfile],
     threads: usize,
     costs: &Costs,
     chunk: Option<usize>,
 ) -> Simulated {
-    let mut c = chunk.unwrap_or_else(|| {
-        // The runtime sizes chunks from the busy time per iteration, which includes
-        // the per-epoch cost spread over the chunk: it settles where
-        // `chunk * mean + epoch cost = TARGET_EPOCH`.
-        let mean =
-            items.iter().map(|e| e.dur + e.commit_work).sum::<f64>() / items.len().max(1) as f64;
-        let ideal = (TARGET_EPOCH.as_nanos() as f64 - costs.epoch) / mean.max(1.0);
+    // The runtime sizes chunks from the busy time per iteration, which includes the
+    // per-epoch cost spread over the chunk: it settles where
+    // `chunk * mean + epoch cost = target`, within the run's cap.
+    let mean = items.iter().map(|e| e.dur + e.commit_work).sum::<f64>() / items.len().max(1) as f64;
+    let for_target = |quiet: bool| {
+        let ideal = (target_epoch(quiet).as_nanos() as f64 - costs.epoch) / mean.max(1.0);
         ideal.clamp(1.0, f64::from(MAX_CHUNK)) as usize
-    });
+    };
+    let auto = |quiet: bool| run_chunk(for_target(quiet), for_target(false), items.len(), threads);
+    let mut c = chunk.unwrap_or_else(|| auto(false));
     loop {
         let epochs = chunked(items, c);
         // The chunk is chosen on the recorded lengths alone; the varied replays only
@@ -459,6 +465,15 @@ pub(super) fn predict_chunked(
             continue;
         }
         if sim.deps.is_empty() {
+            // No epoch violated: the runtime lengthens its epochs to the quiet
+            // target, and keeps them there while none is violated.
+            let quiet = auto(true);
+            if chunk.is_none() && quiet > c {
+                let longer = simulate(&chunked(items, quiet), threads, costs);
+                if longer.deps.is_empty() {
+                    return longer;
+                }
+            }
             return sim;
         }
         return simulate_varied(sim, &epochs, threads, costs);

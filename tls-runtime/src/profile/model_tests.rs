@@ -1,6 +1,7 @@
 //! Tests of the speedup model (`model.rs`).
 
 use super::*;
+use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 
 const FREE: Costs = Costs {
     epoch: 0.0,
@@ -314,4 +315,41 @@ fn chunks_that_roll_back_are_halved_down_to_what_pays() {
         (auto - one).abs() < 0.05 * one,
         "auto {auto} vs chunk 1 {one}"
     );
+}
+
+#[test]
+fn a_loop_never_violated_is_predicted_in_the_quiet_targets_longer_epochs() {
+    // 1 us iterations with 2 us of cost per epoch. The runtime groups them for
+    // the short target first (about 8 a chunk, a fifth lost to the per-epoch cost);
+    // seeing no violation it lengthens its epochs to the quiet target, and so does
+    // the model.
+    let costs = Costs {
+        epoch: 2000.0,
+        ..FREE
+    };
+    let items: Vec<_> = (0..20_000)
+        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
+        .collect();
+    let sequential = 20_000.0 * 1000.0;
+    let short = TARGET_EPOCH.as_nanos() as usize / 1000;
+    let at_short = sequential / predict_chunked(&items, 2, &costs, Some(short)).time;
+    let auto = sequential / predict_chunked(&items, 2, &costs, None).time;
+    assert!(at_short < 1.7, "short target: {at_short}");
+    assert!(auto > 1.85, "quiet target: {auto}");
+}
+
+#[test]
+fn a_short_run_is_cut_into_epochs_for_every_thread() {
+    // 200 iterations of 1 us on 2 threads: the quiet target (80 per epoch) would
+    // leave 3 epochs; the runtime cuts the run into at least 16 per thread, but
+    // not below the short target's chunk.
+    let items: Vec<_> = (0..200)
+        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
+        .collect();
+    let sequential = 200.0 * 1000.0;
+    let auto = sequential / predict_chunked(&items, 2, &FREE, None).time;
+    let quiet = QUIET_TARGET_EPOCH.as_nanos() as usize / 1000;
+    let uncut = sequential / predict_chunked(&items, 2, &FREE, Some(quiet)).time;
+    assert!(auto > 1.8, "cut: {auto}");
+    assert!(uncut < 1.7, "uncut: {uncut}");
 }

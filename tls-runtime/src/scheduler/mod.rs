@@ -109,6 +109,7 @@ where
 {
     let window = threads * EPOCHS_PER_THREAD;
     let ring = EpochRing::new(window);
+    let run_items = iter.size_hint().0;
     let live = LiveLoop::start();
     let done = (0..ring.len())
         .map(|_| CachePadded::new(Mutex::new(None)))
@@ -117,6 +118,8 @@ where
         serial: live.serial(),
         workers_wanted: threads - 1,
         chunk,
+        run_items,
+        threads,
         site,
         window: Window::new(threads),
         watermark: CachePadded::new(AtomicU64::new(0)),
@@ -148,6 +151,9 @@ where
     drop(watching);
     let mut stats = core::mem::take(&mut *lock(&shared.stats));
     stats.stuck_zombies += board.stuck();
+    if shared.chunk.is_none() {
+        site.ran_items(stats.items);
+    }
     let ending = lock(&shared.ending).take();
     // Before the ring goes away; then free what only this loop's logs could reach.
     drop(live);
@@ -161,6 +167,11 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     workers_wanted: usize,
     /// Iterations per epoch set by the loop; `None`: the site chooses.
     chunk: Option<usize>,
+    /// The run's iterations as its iterator's lower size bound (0: unknown), and its
+    /// threads: automatic chunking cuts its epochs so that every thread gets enough
+    /// (`LoopSite::chunk_for_run`).
+    run_items: usize,
+    threads: usize,
     site: &'static LoopSite,
     window: Window,
     watermark: CachePadded<AtomicU64>,
