@@ -4,6 +4,11 @@
 //!
 //! * **lookups**: random point lookups in a table of 1 million random u32
 //!   keys (loaded once), `BENCH_BATCH` gets per read transaction;
+//! * **lookups through one shared transaction**: the same lookups, `BENCH_BATCH`
+//!   per transaction, but the threads share each transaction (`Txn::share`, as
+//!   a speculative loop inside a transaction does): thread `t` of `n` does the
+//!   lookups `t, t + n, ...` of each batch. The gap to the line above is the
+//!   price of the lent transaction's shared state;
 //! * **inserts**: the MxKernel workload, 5 million random u32 keys inserted
 //!   into a fresh table (`BENCH_BATCH` puts per transaction, `sync = Off`),
 //!   the threads inserting disjoint key streams.
@@ -94,6 +99,50 @@ fn lookups(
     (per * threads) as f64 / secs
 }
 
+fn shared_lookups(
+    db: &Database,
+    table: TableId,
+    loaded: &[u32],
+    n: usize,
+    threads: usize,
+    batch: usize,
+) -> f64 {
+    let probe = keys(n, 0xA076_1D64_78BD_642F);
+    let start = Instant::now();
+    let mut found = 0usize;
+    for chunk in probe.chunks(batch) {
+        let mut txn = db.begin();
+        {
+            let shared = txn.share();
+            let shared = &shared;
+            found += std::thread::scope(|s| {
+                let parts: Vec<_> = (0..threads)
+                    .map(|t| {
+                        s.spawn(move || {
+                            let mut out = Vec::new();
+                            chunk
+                                .iter()
+                                .skip(t)
+                                .step_by(threads)
+                                .map(|&r| {
+                                    let k = loaded[r as usize % loaded.len()];
+                                    shared
+                                        .get_into(table, &k.to_be_bytes(), &mut out)
+                                        .expect("get") as usize
+                                })
+                                .sum::<usize>()
+                        })
+                    })
+                    .collect();
+                parts.into_iter().map(|p| p.join().expect("thread")).sum::<usize>()
+            });
+        }
+        txn.commit().expect("commit");
+    }
+    assert_eq!(found, n, "every probed key was loaded");
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
 fn inserts(n: usize, threads: usize, batch: usize) -> f64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = open(&dir, n);
@@ -159,6 +208,19 @@ fn main() {
             &format!("random lookups, {} keys", loaded.len()),
             runs,
             |t| lookups(&db, table, &loaded, probes, t, batch),
+        );
+        // Threads are spawned per transaction here (a scope per batch), which the
+        // speculative loop's pool does not pay: larger batches keep that apart.
+        let shared_batch = batch.max(2000);
+        compare(
+            &format!("  through one shared txn, {shared_batch}/txn"),
+            runs,
+            |t| shared_lookups(&db, table, &loaded, probes / 4, t, shared_batch),
+        );
+        compare(
+            &format!("  separate txns, {shared_batch}/txn"),
+            runs,
+            |t| lookups(&db, table, &loaded, probes / 4, t, shared_batch),
         );
     }
     if only.is_empty() || only == "inserts" {
