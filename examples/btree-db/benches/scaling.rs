@@ -71,6 +71,11 @@ fn timed(threads: usize, work: impl Fn(usize) + Sync) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// The loaded key that random probe `r` looks up.
+fn probed_key(loaded: &[u32], r: u32) -> [u8; 4] {
+    loaded[r as usize % loaded.len()].to_be_bytes()
+}
+
 fn lookups(
     db: &Database,
     table: TableId,
@@ -87,9 +92,8 @@ fn lookups(
         for chunk in probe.chunks(batch) {
             let mut txn = db.begin();
             for &r in chunk {
-                let k = loaded[r as usize % loaded.len()];
                 found += txn
-                    .get_into(table, &k.to_be_bytes(), &mut out)
+                    .get_into(table, &probed_key(loaded, r), &mut out)
                     .expect("get") as usize;
             }
             txn.commit().expect("commit");
@@ -125,16 +129,18 @@ fn shared_lookups(
                                 .skip(t)
                                 .step_by(threads)
                                 .map(|&r| {
-                                    let k = loaded[r as usize % loaded.len()];
                                     shared
-                                        .get_into(table, &k.to_be_bytes(), &mut out)
+                                        .get_into(table, &probed_key(loaded, r), &mut out)
                                         .expect("get") as usize
                                 })
                                 .sum::<usize>()
                         })
                     })
                     .collect();
-                parts.into_iter().map(|p| p.join().expect("thread")).sum::<usize>()
+                parts
+                    .into_iter()
+                    .map(|p| p.join().expect("thread"))
+                    .sum::<usize>()
             });
         }
         txn.commit().expect("commit");
@@ -217,11 +223,9 @@ fn main() {
             runs,
             |t| shared_lookups(&db, table, &loaded, probes / 4, t, shared_batch),
         );
-        compare(
-            &format!("  separate txns, {shared_batch}/txn"),
-            runs,
-            |t| lookups(&db, table, &loaded, probes / 4, t, shared_batch),
-        );
+        compare(&format!("  separate txns, {shared_batch}/txn"), runs, |t| {
+            lookups(&db, table, &loaded, probes / 4, t, shared_batch)
+        });
     }
     if only.is_empty() || only == "inserts" {
         let n = env("BENCH_INSERTS", 5_000_000);
