@@ -32,6 +32,17 @@ impl LoopSite {
         run_chunk(self.chunk(), short, items, threads)
     }
 
+    /// An epoch of this site rolled back (by any amount, for any cause): automatic
+    /// chunking keeps to the short target from now on (see
+    /// [`LoopSite::tune_chunk`]). Noted at the rollback itself, by whichever thread
+    /// rolls back, so that no thread's next tally can still take the site for quiet.
+    #[inline]
+    pub(crate) fn note_rollback(&self) {
+        if !self.rolled_back_once.load(Relaxed) {
+            self.rolled_back_once.store(true, Relaxed);
+        }
+    }
+
     /// A speculative run of this site committed `items` iterations.
     pub(crate) fn ran_items(&self, items: u64) {
         if self.last_run_items.load(Relaxed) != items {
@@ -41,7 +52,7 @@ impl LoopSite {
 
     /// Adapts the iterations per epoch to what a participant measured: `items`
     /// iterations in `busy` of work over `epochs` epochs, `rolled_back` of them rolled
-    /// back, with `rollbacks` rollbacks of any size in all.
+    /// back.
     ///
     /// Short iterations are grouped so that an epoch lasts about [`TARGET_EPOCH`] and
     /// the per-epoch cost (claiming, publishing, committing: a few cache-line
@@ -55,19 +66,9 @@ impl LoopSite {
     /// a window of those each time. While epochs roll back, the chunk stays at or
     /// under the short target, moves by at most a factor of two a window, and halves
     /// when more than a quarter of the epochs lose a good part of their work.
-    pub(crate) fn tune_chunk(
-        &self,
-        epochs: u32,
-        items: u64,
-        rolled_back: u32,
-        rollbacks: u64,
-        busy: Duration,
-    ) {
+    pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
         if items == 0 || epochs == 0 {
             return;
-        }
-        if rollbacks > 0 && !self.rolled_back_once.load(Relaxed) {
-            self.rolled_back_once.store(true, Relaxed);
         }
         let quiet = !self.rolled_back_once.load(Relaxed);
         let per_item = busy.as_nanos() as f64 / items as f64;

@@ -312,7 +312,10 @@ fn settled_chunk(per_item: Duration, rollbacks: u64, windows: usize) -> usize {
     for _ in 0..windows {
         let chunk = site.chunk() as u64;
         let items = chunk * u64::from(WINDOW);
-        site.tune_chunk(WINDOW, items, 0, rollbacks, per_item * items as u32);
+        for _ in 0..rollbacks {
+            site.note_rollback();
+        }
+        site.tune_chunk(WINDOW, items, 0, per_item * items as u32);
     }
     site.chunk()
 }
@@ -338,7 +341,10 @@ fn a_first_rollback_ends_the_longer_epochs_for_good() {
     let per_item = Duration::from_micros(1);
     let window = |site: &LoopSite, rollbacks: u64| {
         let items = site.chunk() as u64 * u64::from(WINDOW);
-        site.tune_chunk(WINDOW, items, 0, rollbacks, per_item * items as u32);
+        for _ in 0..rollbacks {
+            site.note_rollback();
+        }
+        site.tune_chunk(WINDOW, items, 0, per_item * items as u32);
     };
     window(&site, 0);
     let short = TARGET_EPOCH.as_micros() as usize;
@@ -381,7 +387,7 @@ fn a_site_cuts_a_short_run_but_not_below_its_short_chunk() {
     use crate::rules::TARGET_EPOCH;
     let site = LoopSite::new();
     let per_item = Duration::from_micros(1);
-    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, 0, per_item * WINDOW);
+    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, per_item * WINDOW);
     let short = TARGET_EPOCH.as_micros() as usize;
     assert!(site.chunk() > short);
     assert_eq!(site.chunk_for_run(0, 2), site.chunk());
@@ -392,7 +398,7 @@ fn a_site_cuts_a_short_run_but_not_below_its_short_chunk() {
 fn a_run_of_unknown_length_is_cut_as_long_as_the_last_run() {
     let site = LoopSite::new();
     let per_item = Duration::from_micros(1);
-    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, 0, per_item * WINDOW);
+    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, per_item * WINDOW);
     let long = site.chunk();
     assert_eq!(site.chunk_for_run(0, 2), long, "no run seen yet");
     site.ran_items(200);

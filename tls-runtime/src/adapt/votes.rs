@@ -16,8 +16,6 @@ pub(crate) struct Votes {
     since: Instant,
     blocked_before: Duration,
     wasted_before: Duration,
-    /// The thread's rollbacks when the window started.
-    rollbacks_before: u64,
     tune_chunk: bool,
     /// A worker, not the loop's caller.
     helper: bool,
@@ -34,7 +32,6 @@ impl Votes {
             since: Instant::now(),
             blocked_before: Duration::ZERO,
             wasted_before: Duration::ZERO,
-            rollbacks_before: 0,
             tune_chunk,
             helper,
             generation: 0,
@@ -60,7 +57,6 @@ impl Votes {
             self.since = Instant::now();
             self.blocked_before = ts.wait + ts.idle;
             self.wasted_before = ts.wasted;
-            self.rollbacks_before = ts.rollbacks;
         }
         self.epochs += 1;
         self.rolled_back += u32::from(rolled_back);
@@ -79,12 +75,10 @@ impl Votes {
             let useful = busy.saturating_sub(wasted);
             window.vote(site, self.epochs, self.rolled_back, useful, self.helper);
             if self.tune_chunk {
-                let rollbacks = ts.rollbacks.saturating_sub(self.rollbacks_before);
-                site.tune_chunk(self.epochs, self.items, self.rolled_back, rollbacks, busy);
+                site.tune_chunk(self.epochs, self.items, self.rolled_back, busy);
             }
             self.blocked_before = ts.wait + ts.idle;
             self.wasted_before = ts.wasted;
-            self.rollbacks_before = ts.rollbacks;
             self.epochs = 0;
             self.rolled_back = 0;
             self.items = 0;

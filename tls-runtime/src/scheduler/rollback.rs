@@ -45,6 +45,7 @@ where
         ts.wasted += lost;
         ts.unwound(cx.take_unwinding());
         ts.rollbacks += 1;
+        self.site.note_rollback();
         // For the adaptive policy an epoch counts as rolled back when the rollback
         // threw away a good part of it; going back to a late checkpoint costs little
         // and is what checkpoints are for.
