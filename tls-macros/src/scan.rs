@@ -368,6 +368,55 @@ pub(crate) fn outer_mut_names(
     names
 }
 
+/// The calls in `block` that start threads, with how to name each: a call whose path
+/// ends in one of [`symbol::THREAD_STARTS`], or `spawn` / `spawn_scoped` on a
+/// `thread::Builder::new()` chain (closures included, nested items not: they are not
+/// the loop's code).
+pub(crate) fn thread_starts(block: &syn::Block) -> Vec<(&Expr, String)> {
+    fn path_names(p: &syn::Path) -> Vec<String> {
+        p.segments.iter().map(|s| s.ident.to_string()).collect()
+    }
+    fn ends_in(names: &[String], a: &str, b: &str) -> bool {
+        matches!(names, [.., x, y] if x == a && y == b)
+    }
+    struct Find<'a>(Vec<(&'a Expr, String)>);
+    impl<'a> Visit<'a> for Find<'a> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Call(c) => {
+                    if let Expr::Path(p) = &*c.func {
+                        let names = path_names(&p.path);
+                        if symbol::THREAD_STARTS
+                            .iter()
+                            .any(|(a, b)| ends_in(&names, a, b))
+                        {
+                            self.0.push((&c.func, names.join("::")));
+                        }
+                    }
+                }
+                Expr::MethodCall(m) if m.method == "spawn" || m.method == "spawn_scoped" => {
+                    let mut root = &*m.receiver;
+                    while let Expr::MethodCall(inner) = root {
+                        root = &inner.receiver;
+                    }
+                    if let Expr::Call(c) = root
+                        && let Expr::Path(p) = &*c.func
+                        && ends_in(&path_names(&p.path), "Builder", "new")
+                    {
+                        self.0.push((e, format!("thread::Builder::{}", m.method)));
+                    }
+                }
+                _ => {}
+            }
+            visit::visit_expr(self, e);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut f = Find(Vec::new());
+    f.visit_block(block);
+    f.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,19 @@ pub(crate) const CHUNK: &str = "chunk";
 /// Every `#[tls_loop]` option.
 pub(crate) const LOOP_OPTIONS: &[&str] = &[NAME, THREADS, CHUNK];
 
+/// Calls that start threads, as the last two segments of their path
+/// (`std::thread::spawn`, `thread::scope`, `rayon::join`): refused in a loop body,
+/// since the threads would run outside the iteration's epoch.
+pub(crate) const THREAD_STARTS: &[(&str, &str)] = &[
+    ("thread", "spawn"),
+    ("thread", "scope"),
+    ("rayon", "spawn"),
+    ("rayon", "spawn_fifo"),
+    ("rayon", "scope"),
+    ("rayon", "scope_fifo"),
+    ("rayon", "join"),
+];
+
 /// `#[escape(check = path)]`.
 pub(crate) const CHECK: &str = "check";
 /// Every `#[escape]` option.

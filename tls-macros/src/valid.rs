@@ -100,6 +100,9 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
                 }
             },
         };
+        for (call, name) in scan::thread_starts(&l.body) {
+            errors.spanned(call, thread_start_message(&name));
+        }
         let mut info = body::analyze(l, &outer_muts, &variables);
         for e in info.errors.drain(..) {
             errors.push(e);
@@ -111,6 +114,17 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         });
     }
     errors.finish(plans)
+}
+
+/// Why a call that starts threads cannot be in a loop body, and what to do.
+fn thread_start_message(name: &str) -> String {
+    format!(
+        "`{name}` in a `#[tls_loop]` body: threads started by an iteration run outside its \
+         epoch, so what they write to speculative data is neither kept back until the \
+         iteration commits nor undone when it rolls back, and the result can differ from the \
+         sequential loop's; start the threads before or after the loop, or from an \
+         `#[on_commit]` function (it runs when the iteration commits)"
+    )
 }
 
 /// Checks the speculation attributes of a function.

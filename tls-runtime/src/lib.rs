@@ -149,9 +149,13 @@
 //! body and `break`, or collect the items before the loop. (A nested loop inside an
 //! epoch runs in order, as part of that epoch: its iterator may read what it likes.)
 //!
-//! **Not supported, with no error today:** threads spawned inside an epoch that write
-//! speculative data (their writes are not the epoch's, so a rollback does not undo
-//! them). Do the work in the epoch, or start the thread from an `on_commit` action.
+//! **Not supported, detected only in part:** threads spawned inside an epoch that write
+//! speculative data (their writes are not the epoch's, so they are not held back until
+//! it commits and a rollback does not undo them). `#[tls_loop]` refuses a body that
+//! calls `std::thread::spawn`, `std::thread::scope`, `thread::Builder::new().spawn(..)`
+//! or rayon's `spawn`, `scope`, `join`; threads started in functions the body calls, or
+//! from a closure given to [`Loop::run`] or [`for_each`], are not detected. Do the work
+//! in the epoch, or start the thread from an `on_commit` action.
 
 mod adapt;
 mod advice;
