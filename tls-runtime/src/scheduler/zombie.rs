@@ -70,7 +70,6 @@ impl Board {
         name: &str,
         location: &'static Location<'static>,
     ) -> Self {
-        watchdog();
         Board {
             watermark,
             ring,
@@ -88,11 +87,15 @@ impl Board {
 
 /// Starts the watchdog once per process (not in the loom models, which run no loop).
 #[cfg(loom)]
-fn watchdog() {}
+pub(crate) fn watchdog() {}
 
-/// Starts the watchdog once per process.
+/// Starts the watchdog once per process. The pool's first worker calls this as it
+/// starts (`workers.rs`), or the thread that failed to start that worker: starting a
+/// thread costs its caller hundreds of microseconds on a small machine, which must
+/// not fall in a program's first loop. Every speculative loop has made sure of a
+/// worker before it runs.
 #[cfg(not(loom))]
-fn watchdog() {
+pub(crate) fn watchdog() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
         let spawned = std::thread::Builder::new()
