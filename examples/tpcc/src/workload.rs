@@ -295,14 +295,38 @@ pub struct Terminal {
     rng: TpccRng,
     c: NuRandC,
     meta: Meta,
+    /// The home warehouse of every transaction, if the terminal has one.
+    home: Option<u16>,
 }
 
 impl Terminal {
-    /// A terminal for a database described by `meta`, with its own `seed`.
+    /// A terminal for a database described by `meta`, with its own `seed`. It draws
+    /// each transaction's home warehouse at random, standing for the terminals of
+    /// every warehouse; see [`Terminal::bind_home`].
     pub fn new(meta: Meta, seed: u64) -> Self {
         let mut rng = TpccRng::new(seed);
         let c = NuRandC::for_run(&mut rng, meta.c_last_load);
-        Self { rng, c, meta }
+        Self {
+            rng,
+            c,
+            meta,
+            home: None,
+        }
+    }
+
+    /// Makes `w` the home warehouse of every transaction this terminal draws, as the
+    /// specification's terminals have one for the whole run. The random draw of the
+    /// home still happens (and is ignored), so the rest of the stream is the one an
+    /// unbound terminal with the same seed draws.
+    ///
+    /// Panics if `w` is not a warehouse of the database.
+    pub fn bind_home(&mut self, w: u16) {
+        assert!(
+            (1..=self.meta.warehouses).contains(&w),
+            "warehouse {w} is not in 1..={}",
+            self.meta.warehouses
+        );
+        self.home = Some(w);
     }
 
     /// The kind of the next transaction: 45% New Order, 43% Payment, 4% each of the
@@ -329,7 +353,8 @@ impl Terminal {
     }
 
     fn home(&mut self) -> u16 {
-        self.rng.uniform(1, u32::from(self.meta.warehouses)) as u16
+        let drawn = self.rng.uniform(1, u32::from(self.meta.warehouses)) as u16;
+        self.home.unwrap_or(drawn)
     }
 
     fn district(&mut self) -> u8 {
@@ -565,5 +590,28 @@ mod tests {
         bad_credit_data(&p, 5, &"x".repeat(600), &mut out);
         assert!(out.starts_with("5 4 3 2 1 123.45 x"));
         assert_eq!(out.len(), 500);
+    }
+
+    #[test]
+    fn a_bound_terminal_keeps_its_home_and_the_rest_of_its_stream() {
+        let mut free = Terminal::new(meta(3), 11);
+        let mut bound = Terminal::new(meta(3), 11);
+        bound.bind_home(2);
+        for now in 0..500 {
+            let (a, b) = (free.next(now), bound.next(now));
+            let home = match &b {
+                TxnInput::NewOrder(i) => i.w_id,
+                TxnInput::Payment(i) => i.w_id,
+                TxnInput::OrderStatus(i) => i.w_id,
+                TxnInput::Delivery(i) => i.w_id,
+                TxnInput::StockLevel(i) => i.w_id,
+            };
+            assert_eq!(home, 2);
+            assert_eq!(
+                std::mem::discriminant(&a),
+                std::mem::discriminant(&b),
+                "the same mix, drawn from the same stream"
+            );
+        }
     }
 }

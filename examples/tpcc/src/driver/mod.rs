@@ -192,6 +192,11 @@ impl Runner {
         }
     }
 
+    /// Gives the run's terminal home warehouse `w` (see [`Terminal::bind_home`]).
+    pub fn bind_home(&mut self, w: u16) {
+        self.terminal.bind_home(w);
+    }
+
     /// Makes room for `n` transactions' latencies, so recording them does not allocate.
     pub fn reserve(&mut self, n: u64) {
         for l in &mut self.report.latencies {

@@ -19,7 +19,9 @@ use crate::engine::Engine;
 use crate::schema::Meta;
 
 /// Runs the mix on every engine at once, one thread each; terminal `t` runs the
-/// sequence seeded with `opts.seed + t`. A transaction limit is shared out among the
+/// sequence seeded with `opts.seed + t`, with home warehouse `t mod W + 1` (`W`
+/// warehouses), as the specification's terminals each keep one (a single terminal
+/// draws each transaction's home at random, standing for all of them). A transaction limit is shared out among the
 /// terminals; a duration applies to each. `on_new_order` acknowledges committed New
 /// Orders from every terminal (one at a time). The report pools the terminals'
 /// latencies; its `busy` is the run's wall time (so throughput is the terminals'
@@ -47,6 +49,9 @@ pub fn run_terminals(
                 let (bar, done, ack) = (&bar, &done, &ack);
                 s.spawn(move || -> Result<RunReport> {
                     let mut runner = Runner::new(engine.mode(), meta, opts.seed.wrapping_add(t));
+                    if n > 1 {
+                        runner.bind_home((t % u64::from(meta.warehouses)) as u16 + 1);
+                    }
                     let share = match opts.limit {
                         Limit::Transactions(total) => total / n + u64::from(t < total % n),
                         Limit::Duration(_) => u64::MAX,
