@@ -35,6 +35,12 @@ pub(crate) const THREAD_STARTS: &[(&str, &str)] = &[
     ("rayon", "join"),
 ];
 
+/// The runtime's plain functions whose closure runs outside speculation (at commit,
+/// escaped, or as an undo action): a thread started there is not the epoch's, so the
+/// check of [`THREAD_STARTS`] skips their arguments.
+pub(crate) const NON_SPECULATIVE_CALLS: &[&str] =
+    &["on_commit", "escape", "escape_checked", "on_violation"];
+
 /// `#[escape(check = path)]`.
 pub(crate) const CHECK: &str = "check";
 /// Every `#[escape]` option.

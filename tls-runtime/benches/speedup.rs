@@ -90,7 +90,7 @@ fn no_conflict(
     let tls = t[0].as_secs_f64() / t[1].as_secs_f64();
     let ray = t[0].as_secs_f64() / t[2].as_secs_f64();
     println!(
-        "no-conflict, {label:>5} per epoch, {epochs} epochs: tls {tls:.2}x  rayon {ray:.2}x  (tls/rayon {:.2})",
+        "no-conflict, {label:>5} per iteration, {epochs} iterations: tls {tls:.2}x  rayon {ray:.2}x  (tls/rayon {:.2})",
         tls / ray
     );
 }
@@ -121,7 +121,7 @@ fn chain(per_epoch: Duration, epochs: usize, reps: usize) {
         ],
     );
     println!(
-        "full dependence chain, {:?} per epoch, {epochs} epochs: tls {:.3}x of the plain loop",
+        "full dependence chain, {:?} per iteration, {epochs} iterations: tls {:.3}x of the plain loop",
         per_epoch,
         t[0].as_secs_f64() / t[1].as_secs_f64()
     );
@@ -157,7 +157,7 @@ fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
         }],
     );
     println!(
-        "10% of epochs conflict, {:?} per epoch: tls {:.2}x of the plain loop",
+        "10% of iterations conflict, {:?} per iteration: tls {:.2}x of the plain loop",
         per_epoch,
         t[0].as_secs_f64() / t[1].as_secs_f64()
     );

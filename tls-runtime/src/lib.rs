@@ -152,10 +152,13 @@
 //! **Not supported, detected only in part:** threads spawned inside an epoch that write
 //! speculative data (their writes are not the epoch's, so they are not held back until
 //! it commits and a rollback does not undo them). `#[tls_loop]` refuses a body that
-//! calls `std::thread::spawn`, `std::thread::scope`, `thread::Builder::new().spawn(..)`
-//! or rayon's `spawn`, `scope`, `join`; threads started in functions the body calls, or
-//! from a closure given to [`Loop::run`] or [`for_each`], are not detected. Do the work
-//! in the epoch, or start the thread from an `on_commit` action.
+//! calls `thread::spawn`, `thread::scope`, `thread::Builder::new().spawn(..)` or
+//! `rayon::spawn`, `rayon::scope`, `rayon::join`, written with their module path (also
+//! where the threads would only read); it reads syntax, so a bare name brought in by
+//! `use`, a call inside another macro's arguments, a thread started in a function the
+//! body calls, or in a closure given to [`Loop::run`] or [`for_each`], is not
+//! detected. Do the work in the epoch, or start the thread from an `on_commit` action
+//! (the check skips the closures given to `on_commit`, `escape` and `on_violation`).
 
 mod adapt;
 mod advice;

@@ -139,13 +139,14 @@ fn spawn_workers(n: usize, then: usize) {
                 // the median of 30 processes, 1.14 at the 75th percentile, against
                 // 1.16 and 1.83 without it.)
                 std::thread::sleep(NEW_WORKER_NAP);
-                if id == 0 {
-                    // The first worker starts the process's zombie watchdog, so
-                    // that no loop's caller pays for a thread start.
-                    crate::scheduler::watchdog();
-                }
                 if then > 0 {
                     spawn_workers(then, 0);
+                }
+                if id == 0 {
+                    // The first worker starts the process's zombie watchdog (after
+                    // the other workers, which loops wait for), so that no loop's
+                    // caller pays for a thread start.
+                    crate::scheduler::watchdog();
                 }
                 worker_main(pool())
             });

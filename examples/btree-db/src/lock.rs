@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use crate::buffer::IdMap;
 use crate::error::{Error, Result};
-use crate::stripes::Padded;
 
 /// Lock modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -25,14 +24,13 @@ pub(crate) enum LockMode {
 /// Bits of a lock name that pick its shard (the highest ones).
 const SHARD_BITS: u32 = 8;
 
-/// Shards of the lock table, each on cache lines of its own. Many, although the
-/// machine has few cores: a transaction takes tens of locks, and two threads
-/// taking theirs in 16 shards, four to a cache line, wrote the same lines all
-/// the time (TPC-C on two threads, whether two terminals or one transaction
-/// lent to a speculative loop, spent 1.6 to 2.5 times as long in the lock
-/// manager as on one; with 256 padded shards the speculative loops' tls/seq
-/// ratios improved by 3 to 6% in five alternated runs of
-/// `cargo bench -p tpcc --bench speculation`).
+/// Shards of the lock table. Many, although the machine has few cores: a
+/// transaction takes tens of locks, and two threads taking theirs in 16 shards
+/// met on the same shard's mutex and map all the time (TPC-C on two threads,
+/// whether two terminals or one transaction lent to a speculative loop, spent
+/// 1.6 to 3 times as long in the lock manager as on one; with 256 shards the
+/// speculative loops' tls/seq ratios improved by 3 to 6% in five alternated runs
+/// of `cargo bench -p tpcc --bench speculation`).
 const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Holders of one lock. Almost always one: kept inline, spilling to a
@@ -136,7 +134,7 @@ impl TxnLocks {
 
 /// The lock manager.
 pub(crate) struct LockManager {
-    shards: Box<[Padded<Shard>]>,
+    shards: Box<[Shard]>,
     /// Waits-for edges of blocked transactions.
     waits_for: Mutex<HashMap<u64, Vec<u64>>>,
     timeout: Duration,
@@ -173,11 +171,9 @@ impl LockManager {
     pub(crate) fn new(timeout: Duration) -> LockManager {
         LockManager {
             shards: (0..SHARDS)
-                .map(|_| {
-                    Padded(Shard {
-                        table: Mutex::new(IdMap::default()),
-                        cond: Condvar::new(),
-                    })
+                .map(|_| Shard {
+                    table: Mutex::new(IdMap::default()),
+                    cond: Condvar::new(),
                 })
                 .collect(),
             waits_for: Mutex::new(HashMap::new()),
@@ -186,7 +182,7 @@ impl LockManager {
     }
 
     fn shard(&self, name: u64) -> &Shard {
-        &self.shards[shard_of(name)].0
+        &self.shards[shard_of(name)]
     }
 
     /// Acquires `name` in `mode` for transaction `txn`, waiting if needed.
@@ -343,7 +339,7 @@ impl LockManager {
     pub(crate) fn entries(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.0.table.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .map(|s| s.table.lock().unwrap_or_else(|e| e.into_inner()).len())
             .sum()
     }
 
@@ -368,7 +364,7 @@ impl LockManager {
         by_shard.extend(locks.held.drain().map(|(name, _)| name));
         by_shard.sort_unstable_by_key(|&n| shard_of(n));
         for group in by_shard.chunk_by(|a, b| shard_of(*a) == shard_of(*b)) {
-            let shard = &self.shards[shard_of(group[0])].0;
+            let shard = &self.shards[shard_of(group[0])];
             let mut table = lock(&shard.table);
             let mut notify = false;
             for &name in group {

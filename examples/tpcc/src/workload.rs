@@ -316,8 +316,9 @@ impl Terminal {
 
     /// Makes `w` the home warehouse of every transaction this terminal draws, as the
     /// specification's terminals have one for the whole run. The random draw of the
-    /// home still happens (and is ignored), so the rest of the stream is the one an
-    /// unbound terminal with the same seed draws.
+    /// home still happens (and is ignored), so the terminal makes the same sequence of
+    /// draws as an unbound one with the same seed (the values that depend on the home,
+    /// such as a remote supplying warehouse, differ).
     ///
     /// Panics if `w` is not a warehouse of the database.
     pub fn bind_home(&mut self, w: u16) {

@@ -63,9 +63,10 @@ impl LoopSite {
     /// iteration an epoch at first, reaches its epoch length in a window or two. The first rollback ends that
     /// for good: longer epochs can turn a dependence that shorter ones straddled
     /// into violations of every epoch, and a site that went back and forth would pay
-    /// a window of those each time. While epochs roll back, the chunk stays at or
-    /// under the short target, moves by at most a factor of two a window, and halves
-    /// when more than a quarter of the epochs lose a good part of their work.
+    /// a window of those each time; the chunk drops to the short target at once.
+    /// From then on it stays at or under the short target, moves by at most a factor
+    /// of two a window, and halves when more than a quarter of the epochs lose a
+    /// good part of their work.
     pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
         if items == 0 || epochs == 0 {
             return;

@@ -39,7 +39,8 @@
 //! Epochs are what the runtime would run: unless the loop sets its chunk, iterations
 //! are grouped as the runtime's automatic chunking groups them (about
 //! [`TARGET_EPOCH`] per epoch, or [`QUIET_TARGET_EPOCH`] where no epoch is violated;
-//! at most [`MAX_CHUNK`] iterations, and no fewer epochs than the window holds), and the group is
+//! at most [`MAX_CHUNK`] iterations; a run too short for those to leave each thread 16
+//! epochs cut shorter, never below the [`TARGET_EPOCH`] grouping), and the group is
 //! halved while more than a quarter of the simulated epochs lose a quarter of their
 //! work or more to a restart (the runtime halves its chunk on the same rules,
 //! [`halve_chunk`] and [`lost_enough_ns`]). Item boundaries inside a chunk are not

@@ -8,8 +8,8 @@
 //! runtime can do is make the wait loud, whichever thread the zombie holds: the loop's
 //! caller, a worker, or all of them.
 //!
-//! So no participant watches: a *watchdog* thread of the process does, started with
-//! the first speculative loop. Each running loop shows it a [`Board`] (its commit
+//! So no participant watches: a *watchdog* thread of the process does, started by the
+//! pool's first worker (so that no loop's caller pays for starting it). Each running loop shows it a [`Board`] (its commit
 //! watermark, its epoch ring, its name) through its entry in `live_loops`; every
 //! [`PERIOD`] (or a quarter of `TLS_ZOMBIE_WARN_MS`, if shorter) the watchdog looks at
 //! each loop's oldest uncommitted epoch. Once that epoch has stayed violated for

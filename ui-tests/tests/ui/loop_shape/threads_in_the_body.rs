@@ -37,6 +37,18 @@ fn around(out: &'static SpecVec<u64>, n: usize) {
     warm.join().unwrap();
 }
 
+// A thread started from an `on_commit` action runs when the iteration commits, or
+// in an escaped call, outside speculation: accepted.
+#[tls_loop]
+fn notify(out: &'static SpecVec<u64>, n: usize) {
+    for i in 0..n {
+        out.set(i, i as u64);
+        tls_runtime::on_commit(move || {
+            std::thread::spawn(move || println!("row {i} committed"));
+        });
+    }
+}
+
 fn helper(i: usize) -> u64 {
     std::thread::scope(|_| i as u64)
 }
