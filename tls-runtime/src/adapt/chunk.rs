@@ -18,16 +18,21 @@ impl LoopSite {
         self.chunk.load(Relaxed) as usize
     }
 
-    /// Iterations per epoch for a run of `items` iterations on `threads` threads:
-    /// [`LoopSite::chunk`], cut by [`run_chunk`] so that every thread gets enough
-    /// epochs. `items` is the run's iterator's lower size bound; 0 (unknown, as for
-    /// a `filter`) takes the length of the site's last run instead.
-    #[inline]
-    pub(crate) fn chunk_for_run(&self, items: usize, threads: usize) -> usize {
-        let items = match items {
+    /// The length automatic chunking assumes for a run whose iterator's lower size
+    /// bound is `hint`: the hint, or when it is 0 (unknown, as for a `filter`) the
+    /// length of the site's last run (0 if none).
+    pub(crate) fn run_length(&self, hint: usize) -> usize {
+        match hint {
             0 => self.last_run_items.load(Relaxed) as usize,
             n => n,
-        };
+        }
+    }
+
+    /// Iterations per epoch for a run of `items` iterations (see
+    /// [`LoopSite::run_length`]; 0: unknown) on `threads` threads: [`LoopSite::chunk`],
+    /// cut by [`run_chunk`] so that every thread gets enough epochs.
+    #[inline]
+    pub(crate) fn chunk_for_run(&self, items: usize, threads: usize) -> usize {
         let short = self.short_chunk.load(Relaxed) as usize;
         run_chunk(self.chunk(), short, items, threads)
     }
@@ -60,13 +65,13 @@ impl LoopSite {
     /// at [`QUIET_TARGET_EPOCH`] instead, and goes there at once: the busy time per
     /// item includes the per-epoch cost spread over the chunk, so it can only
     /// overstate an item and the chunk undershoot, and a new site's first run, one
-    /// iteration an epoch at first, reaches its epoch length in a window or two. The first rollback ends that
-    /// for good: longer epochs can turn a dependence that shorter ones straddled
-    /// into violations of every epoch, and a site that went back and forth would pay
-    /// a window of those each time; the chunk drops to the short target at once.
-    /// From then on it stays at or under the short target, moves by at most a factor
-    /// of two a window, and halves when more than a quarter of the epochs lose a
-    /// good part of their work.
+    /// iteration an epoch at first, reaches its epoch length in a window or two.
+    /// The first rollback ends that for good: longer epochs can turn a dependence
+    /// that shorter ones straddled into violations of every epoch, and a site that
+    /// went back and forth would pay a window of those each time; the chunk drops to
+    /// the short target at once. From then on it never exceeds the short target,
+    /// grows by at most double a window, and halves when more than a quarter of the
+    /// epochs lose a good part of their work.
     pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
         if items == 0 || epochs == 0 {
             return;
@@ -85,7 +90,8 @@ impl LoopSite {
         } else if halve_chunk(u64::from(rolled_back), u64::from(epochs)) {
             (current / 2).clamp(1, short)
         } else {
-            short.clamp((current / 2).max(1), current * 2).min(short)
+            // At most double a window, and at once down to the short target.
+            short.min(current * 2)
         };
         self.chunk.store(next, Relaxed);
     }

@@ -400,8 +400,10 @@ fn a_run_of_unknown_length_is_cut_as_long_as_the_last_run() {
     let per_item = Duration::from_micros(1);
     site.tune_chunk(WINDOW, u64::from(WINDOW), 0, per_item * WINDOW);
     let long = site.chunk();
-    assert_eq!(site.chunk_for_run(0, 2), long, "no run seen yet");
+    assert_eq!(site.run_length(0), 0, "no run seen yet");
+    assert_eq!(site.chunk_for_run(site.run_length(0), 2), long);
     site.ran_items(200);
-    assert!(site.chunk_for_run(0, 2) < long);
-    assert_eq!(site.chunk_for_run(0, 2), site.chunk_for_run(200, 2));
+    assert_eq!(site.run_length(0), 200);
+    assert_eq!(site.run_length(50), 50, "the iterator's own bound first");
+    assert!(site.chunk_for_run(site.run_length(0), 2) < long);
 }

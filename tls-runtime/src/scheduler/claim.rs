@@ -81,9 +81,10 @@ where
             self.run_stretch_in_order(&mut c, ts);
             return Claimed::RanInOrder;
         }
-        let chunk = self
-            .chunk
-            .unwrap_or_else(|| self.site.chunk_for_run(self.run_items, self.threads));
+        let chunk = self.chunk.unwrap_or_else(|| {
+            self.site
+                .chunk_for_run(self.run_items, self.workers_wanted + 1)
+        });
         let mut items = Vec::with_capacity(chunk);
         while items.len() < chunk {
             match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {

@@ -109,7 +109,7 @@ where
 {
     let window = threads * EPOCHS_PER_THREAD;
     let ring = EpochRing::new(window);
-    let run_items = iter.size_hint().0;
+    let run_items = site.run_length(iter.size_hint().0);
     let live = LiveLoop::start();
     let done = (0..ring.len())
         .map(|_| CachePadded::new(Mutex::new(None)))
@@ -119,7 +119,6 @@ where
         workers_wanted: threads - 1,
         chunk,
         run_items,
-        threads,
         site,
         window: Window::new(threads),
         watermark: CachePadded::new(AtomicU64::new(0)),
@@ -167,11 +166,9 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     workers_wanted: usize,
     /// Iterations per epoch set by the loop; `None`: the site chooses.
     chunk: Option<usize>,
-    /// The run's iterations as its iterator's lower size bound (0: unknown), and its
-    /// threads: automatic chunking cuts its epochs so that every thread gets enough
-    /// (`LoopSite::chunk_for_run`).
+    /// The run's length as automatic chunking assumes it (`LoopSite::run_length`;
+    /// 0: unknown).
     run_items: usize,
-    threads: usize,
     site: &'static LoopSite,
     window: Window,
     watermark: CachePadded<AtomicU64>,

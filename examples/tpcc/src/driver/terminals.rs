@@ -21,9 +21,10 @@ use crate::schema::Meta;
 /// Runs the mix on every engine at once, one thread each; terminal `t` runs the
 /// sequence seeded with `opts.seed + t`, with home warehouse `t mod W + 1` (`W`
 /// warehouses), as the specification's terminals each keep one (a single terminal
-/// draws each transaction's home at random, standing for all of them). A transaction limit is shared out among the
-/// terminals; a duration applies to each. `on_new_order` acknowledges committed New
-/// Orders from every terminal (one at a time). The report pools the terminals'
+/// draws each transaction's home at random, standing for all of them). A
+/// transaction limit is shared out among the terminals; a duration applies to each.
+/// `on_new_order` acknowledges committed New Orders from every terminal (one at a
+/// time). The report pools the terminals'
 /// latencies; its `busy` is the run's wall time (so throughput is the terminals'
 /// together) and its digest combines theirs in terminal order.
 pub fn run_terminals(
