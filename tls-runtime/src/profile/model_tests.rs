@@ -29,6 +29,13 @@ fn epoch(dur: f64, events: &[(f64, usize, AccessKind)]) -> EpochProfile {
     }
 }
 
+/// `n` independent iterations of 1 us, each writing a location of its own near its end.
+fn independent_1us(n: usize) -> Vec<EpochProfile> {
+    (0..n)
+        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
+        .collect()
+}
+
 #[test]
 fn commit_time_work_runs_one_epoch_after_another() {
     // Independent epochs of 10 us whose commit-time actions take 6 us: the
@@ -278,9 +285,7 @@ fn short_independent_iterations_are_predicted_in_chunks() {
         epoch: 1000.0,
         ..FREE
     };
-    let items: Vec<_> = (0..2000)
-        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
-        .collect();
+    let items = independent_1us(2000);
     let sequential = 2000.0 * 1000.0;
     let one = sequential / predict_chunked(&items, 2, &costs, Some(1)).time;
     let auto = sequential / predict_chunked(&items, 2, &costs, None).time;
@@ -327,9 +332,7 @@ fn a_loop_never_violated_is_predicted_in_the_quiet_targets_longer_epochs() {
         epoch: 2000.0,
         ..FREE
     };
-    let items: Vec<_> = (0..20_000)
-        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
-        .collect();
+    let items = independent_1us(20_000);
     let sequential = 20_000.0 * 1000.0;
     let short = TARGET_EPOCH.as_nanos() as usize / 1000;
     let at_short = sequential / predict_chunked(&items, 2, &costs, Some(short)).time;
@@ -343,9 +346,7 @@ fn a_short_run_is_cut_into_epochs_for_every_thread() {
     // 200 iterations of 1 us on 2 threads: the quiet target (80 per epoch) would
     // leave 3 epochs; the runtime cuts the run into at least 16 per thread, but
     // not below the short target's chunk.
-    let items: Vec<_> = (0..200)
-        .map(|i| epoch(1000.0, &[(900.0, i, AccessKind::Write)]))
-        .collect();
+    let items = independent_1us(200);
     let sequential = 200.0 * 1000.0;
     let auto = sequential / predict_chunked(&items, 2, &FREE, None).time;
     let quiet = QUIET_TARGET_EPOCH.as_nanos() as usize / 1000;
