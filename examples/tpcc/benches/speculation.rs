@@ -6,8 +6,10 @@
 //! process): the same engine switches between `sequential` and `tls` every
 //! `BATCH` transactions, the order of the two swapped each round, and each mode's
 //! latencies are pooled over all rounds. Printed: p50 per transaction type and mode,
-//! and the ratio tls / sequential. `TLS_THREADS` sets the threads per loop as
-//! everywhere; `ROUNDS` and `BATCH` the amount of work; `ONLY=sequential` or
+//! and the ratio of each mode to the first (tls / sequential by default).
+//! `MODES=sequential,tls,by-hand` alternates those modes (`by-hand`: the loops split
+//! between threads by hand, the bound for `tls`); `TLS_THREADS` sets the threads per
+//! loop as everywhere; `ROUNDS` and `BATCH` the amount of work; `ONLY=sequential` or
 //! `ONLY=tls` runs one mode alone (to profile it); `SECOND=sequential` runs sequential
 //! against itself (the harness's own bias); `ITEMS` and `CUSTOMERS` shrink the
 //! population.
@@ -53,14 +55,20 @@ fn main() -> Result<()> {
     };
     let meta = load(&mut engine, 1, scale, 1, false)?;
     eprintln!("loaded 1 warehouse in {:.1} s", t0.elapsed().as_secs_f64());
-    // `SECOND=sequential` runs sequential against itself: the bench's own bias.
-    let second: Mode = std::env::var("SECOND").map_or(Ok(Mode::Tls), |m| m.parse())?;
-    let modes = [Mode::Sequential, second];
+    // `MODES` names the modes to alternate; the first is the one the others are
+    // compared with. `SECOND=sequential` runs sequential against itself (the
+    // bench's own bias).
+    let modes: Vec<Mode> = match (std::env::var("MODES"), std::env::var("SECOND")) {
+        (Ok(list), _) => list.split(',').map(str::parse).collect::<Result<_>>()?,
+        (Err(_), Ok(second)) => vec![Mode::Sequential, second.parse()?],
+        (Err(_), Err(_)) => vec![Mode::Sequential, Mode::Tls],
+    };
     let only: Option<Mode> = std::env::var("ONLY").ok().map(|m| m.parse()).transpose()?;
-    let mut pooled: Vec<[Vec<u64>; 5]> = vec![Default::default(), Default::default()];
+    let mut pooled: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
-        for k in 0..2 {
-            let m = (k + round as usize) % 2;
+        for k in 0..modes.len() {
+            // The order of the modes rotates from round to round.
+            let m = (k + round as usize) % modes.len();
             if only.is_some_and(|o| o != modes[m]) {
                 continue;
             }
@@ -81,20 +89,27 @@ fn main() -> Result<()> {
          TLS_THREADS={}",
         tls_runtime::default_threads()
     );
-    println!(
-        "{:<14} {:>8} {:>12} {:>12} {:>10}",
-        "transaction", "count", "seq p50 us", "tls p50 us", "tls/seq"
-    );
+    let base = modes[0];
+    let mut header = format!("{:<14} {:>8}", "transaction", "count");
+    for m in &modes {
+        header += &format!(" {:>14}", format!("{m} p50 us"));
+    }
+    for m in &modes[1..] {
+        header += &format!(" {:>16}", format!("{m}/{base}"));
+    }
+    println!("{header}");
     for kind in TxnKind::ALL {
         let i = kind.index();
-        let n = pooled[0][i].len();
-        let s = p50_us(&mut pooled[0][i]);
-        let t = p50_us(&mut pooled[1][i]);
-        println!(
-            "{:<14} {n:>8} {s:>12.1} {t:>12.1} {:>10.2}",
-            kind.name(),
-            t / s
-        );
+        let n = pooled.iter().map(|p| p[i].len()).max().unwrap_or(0);
+        let p50: Vec<f64> = pooled.iter_mut().map(|p| p50_us(&mut p[i])).collect();
+        let mut line = format!("{:<14} {n:>8}", kind.name());
+        for t in &p50 {
+            line += &format!(" {t:>14.1}");
+        }
+        for t in &p50[1..] {
+            line += &format!(" {:>16.2}", t / p50[0]);
+        }
+        println!("{line}");
     }
     Ok(())
 }

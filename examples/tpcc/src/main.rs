@@ -76,7 +76,7 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
         /// Terminals running at once, one thread each, on the one database (modes
-        /// sequential and tls). A transaction limit is shared among them. With more
+        /// sequential, tls and by-hand). A transaction limit is shared among them. With more
         /// than one, terminal `t` (from 0) has home warehouse t mod W + 1; a single
         /// terminal draws each transaction's home warehouse at random.
         #[arg(long, default_value_t = 1)]

@@ -28,6 +28,10 @@ pub enum Mode {
     Sqlite,
     /// Our database with the transactions' loops run as speculative epochs.
     Tls,
+    /// Our database with the same loops split between threads by hand (no
+    /// speculation): the bound for `tls` (see `engine/kv/by_hand.rs`).
+    #[value(name = "by-hand")]
+    ByHand,
 }
 
 impl Mode {
@@ -37,6 +41,7 @@ impl Mode {
             Mode::Sequential => "sequential",
             Mode::Sqlite => "sqlite",
             Mode::Tls => "tls",
+            Mode::ByHand => "by-hand",
         }
     }
 }
@@ -55,7 +60,10 @@ impl std::str::FromStr for Mode {
             "sequential" => Ok(Mode::Sequential),
             "sqlite" => Ok(Mode::Sqlite),
             "tls" => Ok(Mode::Tls),
-            other => bail!("unknown mode {other:?}: expected one of sequential, sqlite, tls"),
+            "by-hand" => Ok(Mode::ByHand),
+            other => {
+                bail!("unknown mode {other:?}: expected one of sequential, sqlite, tls, by-hand")
+            }
         }
     }
 }

@@ -47,7 +47,7 @@ pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Bo
     }
     match mode {
         Mode::Sqlite => Ok(Box::new(sqlite::SqliteEngine::create(path, sync)?)),
-        Mode::Sequential | Mode::Tls => {
+        Mode::Sequential | Mode::Tls | Mode::ByHand => {
             Ok(Box::new(sequential::create(path, sync, warehouses, mode)?))
         }
     }
@@ -66,7 +66,9 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
     let mode = resolve_mode(path, mode)?;
     let engine: Box<dyn Engine> = match mode {
         Mode::Sqlite => Box::new(sqlite::SqliteEngine::open(path, sync)?),
-        Mode::Sequential | Mode::Tls => Box::new(sequential::open(path, sync, mode)?),
+        Mode::Sequential | Mode::Tls | Mode::ByHand => {
+            Box::new(sequential::open(path, sync, mode)?)
+        }
     };
     Ok(engine)
 }
@@ -106,12 +108,13 @@ pub fn open_terminals(
 }
 
 /// The mode to run the database at `path` in: `mode`, checked against the engine that
-/// wrote the file (a sequential database also runs in mode tls), else that engine.
+/// wrote the file (a sequential database also runs in modes tls and by-hand), else
+/// that engine.
 fn resolve_mode(path: &Path, mode: Option<Mode>) -> Result<Mode> {
     let found = detect(path)?;
     Ok(match mode {
         None => found,
-        Some(Mode::Tls) if found == Mode::Sequential => Mode::Tls,
+        Some(m @ (Mode::Tls | Mode::ByHand)) if found == Mode::Sequential => m,
         Some(m) if m == found => m,
         Some(m) => bail!(
             "{} is a {found} database; it cannot be run in mode {m} (load one with --mode {m})",

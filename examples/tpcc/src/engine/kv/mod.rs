@@ -17,6 +17,7 @@ use anyhow::Result;
 
 use super::api::Mode;
 
+mod by_hand;
 mod load;
 mod schema;
 pub mod spec;
@@ -136,9 +137,11 @@ pub struct KvEngine<S: KvStore> {
 
 /// Buffers reused by every transaction, so the transaction path does not allocate.
 struct Bufs {
-    /// Whether the transactions' loops run as speculative epochs (mode `tls`).
-    tls: bool,
-    /// Threads per speculative loop; `None`: the runtime's default (`TLS_THREADS`).
+    /// How the transactions' loops run: in order (`Sequential`), as speculative
+    /// epochs (`Tls`) or split between threads by hand (`ByHand`).
+    loops: Mode,
+    /// Threads per loop (speculative or by hand); `None`: the runtime's default
+    /// (`TLS_THREADS`).
     threads: Option<usize>,
     row: Vec<u8>,
     row2: Vec<u8>,
@@ -150,9 +153,9 @@ struct Bufs {
 
 impl Bufs {
     /// Buffers sized for any TPC-C row, so filling them never grows them.
-    fn new(tls: bool) -> Bufs {
+    fn new(loops: Mode) -> Bufs {
         Bufs {
-            tls,
+            loops,
             threads: None,
             row: Vec::with_capacity(1024),
             row2: Vec::with_capacity(1024),
@@ -170,21 +173,21 @@ impl<S: KvStore> KvEngine<S> {
         Self {
             store,
             mode,
-            bufs: Bufs::new(mode == Mode::Tls),
+            bufs: Bufs::new(mode),
             load_bytes: Vec::new(),
             load_rows: Vec::new(),
         }
     }
 
-    /// Switches between running the transactions' loops in order (`Sequential`) and as
-    /// speculative epochs (`Tls`) on the same store, so that a benchmark can alternate
-    /// the two on one database. Other modes are refused.
+    /// Switches between running the transactions' loops in order (`Sequential`), as
+    /// speculative epochs (`Tls`) and split by hand (`ByHand`) on the same store, so
+    /// that a benchmark can alternate them on one database. Other modes are refused.
     pub fn set_mode(&mut self, mode: Mode) -> anyhow::Result<()> {
-        if !matches!(mode, Mode::Sequential | Mode::Tls) {
-            anyhow::bail!("a key/value engine runs in mode sequential or tls, not {mode}");
+        if !matches!(mode, Mode::Sequential | Mode::Tls | Mode::ByHand) {
+            anyhow::bail!("a key/value engine runs in mode sequential, tls or by-hand, not {mode}");
         }
         self.mode = mode;
-        self.bufs.tls = mode == Mode::Tls;
+        self.bufs.loops = mode;
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use tls_runtime::tls_loop;
 
+use super::by_hand;
 use super::spec::{SpecRows, with_spec_rows};
 use super::{Bufs, Decision, KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
 use crate::codec::{self, Corrupt, TextReader, off};
@@ -121,16 +122,16 @@ impl Bufs {
         tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
         // ANCHOR: new_order_call
-        let lines = if self.tls {
-            with_spec_rows(
+        let lines = match self.loops {
+            Mode::Tls => with_spec_rows(
                 &tx.share(),
                 &[Table::Stock, Table::OrderLine],
                 &[],
                 self.threads,
                 |rows| new_order_items(rows, input, o_id),
-            )?
-        } else {
-            self.new_order_items(tx, input, o_id)?
+            )?,
+            Mode::ByHand => by_hand::new_order_items(&tx.share(), input, o_id, self.parts())?,
+            _ => self.new_order_items(tx, input, o_id)?,
         };
         // ANCHOR_END: new_order_call
         let Some((sum_amount, brand_lines)) = lines else {
@@ -173,7 +174,7 @@ impl Bufs {
     /// One order line of New Order (the body of its items loop): reads the item,
     /// updates its stock, inserts the line. Returns the line's amount and whether it
     /// is a brand line, or `None` for the unused item id.
-    fn new_order_line<T: KvOps>(
+    pub(super) fn new_order_line<T: KvOps>(
         &mut self,
         tx: &mut T,
         input: &NewOrderInput,
@@ -352,7 +353,9 @@ impl Bufs {
         tx: &mut T,
         input: &DeliveryInput,
     ) -> Result<DeliveryOutput> {
-        let delivered = if self.tls {
+        let delivered = if self.loops == Mode::ByHand {
+            by_hand::deliver_districts(&tx.share(), input, self.parts())?
+        } else if self.loops == Mode::Tls {
             with_spec_rows(
                 &tx.share(),
                 &[
@@ -380,7 +383,7 @@ impl Bufs {
 
     /// Delivery in district `d`: delivers its oldest undelivered order; `false` if it
     /// has none (the district is skipped, as the spec allows).
-    fn deliver_district<T: KvOps>(
+    pub(super) fn deliver_district<T: KvOps>(
         &mut self,
         tx: &mut T,
         input: &DeliveryInput,
@@ -456,7 +459,9 @@ impl Bufs {
         )?;
         self.ids.sort_unstable();
         self.ids.dedup();
-        let low_stock = if self.tls {
+        let low_stock = if self.loops == Mode::ByHand {
+            by_hand::low_stock(&tx.share(), &self.ids, input, self.parts())?
+        } else if self.loops == Mode::Tls {
             with_spec_rows(&tx.share(), &[], &[], self.threads, |rows| {
                 low_stock(rows, &self.ids, input)
             })?
@@ -498,7 +503,7 @@ fn new_order_items<S: SharedKv>(
     let mut sum_amount = 0i64;
     let mut brand_lines = 0u8;
     for (n, l) in input.lines().iter().enumerate() {
-        let (mut tx, mut b) = (rows, Bufs::new(true));
+        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
         let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
             return Ok(None);
         };
@@ -516,7 +521,7 @@ fn new_order_items<S: SharedKv>(
 fn deliver_districts<S: SharedKv>(rows: &SpecRows<'_, '_, S>, input: &DeliveryInput) -> Result<u8> {
     let mut delivered = 0u8;
     for d in 1..=DISTRICTS {
-        let (mut tx, mut b) = (rows, Bufs::new(true));
+        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
         if b.deliver_district(&mut tx, input, d)? {
             delivered += 1;
         }
