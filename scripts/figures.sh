@@ -14,7 +14,8 @@
 #   scripts/figures.sh            measure everything (about 10 minutes on 2 cores),
 #                                 then rewrite the READMEs' copies
 #   scripts/figures.sh ONLY...    measure only these (speedup checkpoint predict
-#                                 advice compare tpcc-loops walkthrough), then rewrite
+#                                 advice compare tpcc-bound tpcc-loops walkthrough),
+#                                 then rewrite
 #   scripts/figures.sh --check    measure nothing; fail if a README's copy differs
 #                                 from its file or names a file that does not exist
 #
@@ -75,7 +76,7 @@ esac
 
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then
-    wanted=(speedup checkpoint predict advice compare tpcc-loops walkthrough)
+    wanted=(speedup checkpoint predict advice compare tpcc-bound tpcc-loops walkthrough)
 fi
 want() {
     local w
@@ -129,6 +130,12 @@ for line in open(sys.argv[1]):
         continue
     print(f"{cols[0][0]:<15} {seq:>10.1f}   {tls:>10.1f}   {tls / seq:>7.2f}")
 EOF
+fi
+
+if want tpcc-bound; then
+    step "tpcc: sequential, tls and the loops split by hand, alternated in one process"
+    MODES=sequential,tls,by-hand cargo bench -q -p tpcc --bench speculation 2>/dev/null |
+        grep -vE '^loaded' >"$FIG/tpcc-bound.txt"
 fi
 
 if want tpcc-loops; then

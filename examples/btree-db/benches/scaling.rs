@@ -9,6 +9,11 @@
 //!   a speculative loop inside a transaction does): thread `t` of `n` does the
 //!   lookups `t, t + n, ...` of each batch. The gap to the line above is the
 //!   price of the lent transaction's shared state;
+//! * **updates**: read-for-update and update of random rows of 300 bytes
+//!   (TPC-C's stock rows are about that long) in a table of 100,000, 2,000 per
+//!   transaction, through one shared transaction (thread `t` of `n` takes
+//!   updates `t, t + n, ...`) and in separate transactions: the write path
+//!   (record lock, leaf latch, log append) on two threads;
 //! * **inserts**: the MxKernel workload, 5 million random u32 keys inserted
 //!   into a fresh table (`BENCH_BATCH` puts per transaction, `sync = Off`),
 //!   the threads inserting disjoint key streams.
@@ -17,7 +22,7 @@
 //! (lookup table size, default 1,000,000), `BENCH_INSERTS` (default
 //! 5,000,000), `BENCH_LOOKUPS` (lookups per run, default 2,000,000),
 //! `BENCH_BATCH` (operations per transaction, default 100), `BENCH_RUNS`
-//! (default 5), `BENCH_ONLY` (`lookups` or `inserts`).
+//! (default 5), `BENCH_ONLY` (`lookups`, `updates` or `inserts`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -149,6 +154,79 @@ fn shared_lookups(
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// A row of the updates workload: 300 bytes, `k` and `round` spread over it.
+fn row(k: u32, round: u32) -> [u8; 300] {
+    let mut r = [0u8; 300];
+    for (i, b) in r.iter_mut().enumerate() {
+        *b = (k as usize + i * 7 + round as usize) as u8;
+    }
+    r
+}
+
+/// Reads row `k` for update and writes it back changed, as New Order does to
+/// a stock row.
+fn update_row(
+    get: impl FnOnce(&[u8], &mut Vec<u8>) -> btree_db::Result<bool>,
+    put: impl FnOnce(&[u8], &[u8]) -> btree_db::Result<()>,
+    k: u32,
+    out: &mut Vec<u8>,
+) {
+    let key = k.to_be_bytes();
+    assert!(get(&key, out).expect("get for update"), "row {k} loaded");
+    out[0] = out[0].wrapping_add(1);
+    put(&key, out).expect("update");
+}
+
+fn shared_updates(db: &Database, table: TableId, rows: u32, n: usize, threads: usize) -> f64 {
+    let probe = keys(n, 0x5851_F42D_4C95_7F2D);
+    let start = Instant::now();
+    for chunk in probe.chunks(2000) {
+        let mut txn = db.begin();
+        {
+            let shared = txn.share();
+            let shared = &shared;
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        for &r in chunk.iter().skip(t).step_by(threads) {
+                            update_row(
+                                |k, o| shared.get_for_update(table, k, o),
+                                |k, v| shared.update(table, k, v),
+                                r % rows,
+                                &mut out,
+                            );
+                        }
+                    });
+                }
+            });
+        }
+        txn.commit().expect("commit");
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn separate_updates(db: &Database, table: TableId, rows: u32, n: usize, threads: usize) -> f64 {
+    let per = n / threads;
+    let secs = timed(threads, |t| {
+        let probe = keys(per, 0x5851_F42D_4C95_7F2D ^ ((t as u64 + 1) * 7919));
+        let mut out = Vec::new();
+        for chunk in probe.chunks(2000) {
+            let mut txn = db.begin();
+            for &r in chunk {
+                // Each thread its own rows: no lock waits between the two.
+                let k = (r % (rows / threads as u32)) * threads as u32 + t as u32;
+                let key = k.to_be_bytes();
+                assert!(txn.get_for_update(table, &key, &mut out).expect("get"));
+                out[0] = out[0].wrapping_add(1);
+                txn.update(table, &key, &out).expect("update");
+            }
+            txn.commit().expect("commit");
+        }
+    });
+    (per * threads) as f64 / secs
+}
+
 fn inserts(n: usize, threads: usize, batch: usize) -> f64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = open(&dir, n);
@@ -225,6 +303,28 @@ fn main() {
         );
         compare(&format!("  separate txns, {shared_batch}/txn"), runs, |t| {
             lookups(&db, table, &loaded, probes / 4, t, shared_batch)
+        });
+    }
+    if only.is_empty() || only == "updates" {
+        let rows = 100_000u32;
+        let n = env("BENCH_UPDATES", 200_000);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open(&dir, rows as usize * 8);
+        let table = db.create_table("rows").expect("create");
+        for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
+            let mut txn = db.begin();
+            for &k in chunk {
+                txn.put(table, &k.to_be_bytes(), &row(k, 0)).expect("load");
+            }
+            txn.commit().expect("commit");
+        }
+        compare(
+            &format!("random updates, {rows} rows of 300 B"),
+            runs,
+            |t| separate_updates(&db, table, rows, n, t),
+        );
+        compare("  through one shared txn, 2000/txn", runs, |t| {
+            shared_updates(&db, table, rows, n / 4, t)
         });
     }
     if only.is_empty() || only == "inserts" {
