@@ -130,6 +130,31 @@ impl TxnLocks {
     pub(crate) fn clear(&mut self) {
         self.held.clear();
     }
+
+    /// Whether the set counts an acquisition of `name`.
+    pub(crate) fn counts(&self, name: u64) -> bool {
+        self.held.contains_key(&name)
+    }
+
+    /// Removes one acquisition of `name` (which the set counts).
+    pub(crate) fn uncount(&mut self, name: u64) {
+        if let Some((_, count)) = self.held.get_mut(&name) {
+            *count -= 1;
+            if *count == 0 {
+                self.held.remove(&name);
+            }
+        }
+    }
+
+    /// Adds `other`'s acquisitions: counts summed, the stronger mode kept (two
+    /// threads' sets of one lent transaction, see `SharedTxn`).
+    pub(crate) fn absorb(&mut self, other: &TxnLocks) {
+        for (&name, &(mode, count)) in &other.held {
+            let e = self.held.entry(name).or_insert((mode, 0));
+            e.0 = e.0.max(mode);
+            e.1 += count;
+        }
+    }
 }
 
 /// The lock manager.
@@ -376,6 +401,12 @@ impl LockManager {
             }
         }
         locks.sorted = by_shard;
+    }
+
+    /// Releases `txn`'s lock on `name`, whatever it counted (the caller's
+    /// sets no longer count it).
+    pub(crate) fn release_name(&self, txn: u64, name: u64) {
+        self.unlock(txn, name);
     }
 
     fn unlock(&self, txn: u64, name: u64) {

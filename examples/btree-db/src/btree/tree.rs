@@ -277,21 +277,6 @@ impl Store {
             ..
         } = ctx;
         let old = had_old.then_some(old.as_slice());
-        // The record is built first, its `prev` link left for later: copying
-        // the key and the values is most of the work, and a lent transaction's
-        // other threads need not wait for it.
-        match mode {
-            LogMode::Undoable { table } => {
-                rec.begin(*txn, 0, KIND_UPDATE);
-                rec.update_header(table, key, old);
-            }
-            LogMode::Compensation { undo_next } => {
-                rec.begin(*txn, 0, KIND_CLR);
-                rec.clr_header(undo_next);
-            }
-        }
-        rec.start_ops();
-        op(rec);
         // A lent transaction's chain is held from reading `prev` to recording
         // the undo entry (see `crate::chain`).
         let mut shared = chain.as_deref().map(spin_lock);
@@ -300,7 +285,18 @@ impl Store {
             None => prev,
         };
         let before = *prev;
-        rec.set_prev(before);
+        match mode {
+            LogMode::Undoable { table } => {
+                rec.begin(*txn, before, KIND_UPDATE);
+                rec.update_header(table, key, old);
+            }
+            LogMode::Compensation { undo_next } => {
+                rec.begin(*txn, before, KIND_CLR);
+                rec.clr_header(undo_next);
+            }
+        }
+        rec.start_ops();
+        op(rec);
         *prev = self.log(rec, &mut [(id, g)]);
         if let (Some(c), LogMode::Undoable { table }) = (&mut shared, mode) {
             let Chain { undo, arena, .. } = &mut **c;

@@ -56,13 +56,6 @@ impl RecBuilder {
         self.imaged.clear();
     }
 
-    /// Sets the record's `prev` link after the fact: a lent transaction builds
-    /// its record first and links it into its chain only under the chain's
-    /// mutex (see `btree::tree::log_change`).
-    pub(crate) fn set_prev(&mut self, prev: u64) {
-        self.buf[24..32].copy_from_slice(&prev.to_le_bytes());
-    }
-
     pub(crate) fn update_header(&mut self, table: u32, key: &[u8], old: Option<&[u8]>) {
         self.buf.extend_from_slice(&table.to_le_bytes());
         self.buf
