@@ -11,6 +11,8 @@
 //! | `load` | the bulk load, in batches of one transaction ([`LoadSink`](crate::load::LoadSink)) |
 //! | `transactions` | the five transactions ([`Engine`](super::api::Engine)) |
 //! | `spec` | the tracked row view that speculative loop bodies use ([`spec::SpecRows`]) |
+//! | `speculative` | the loops of mode `tls`, as `#[tls_loop]` functions |
+//! | `by_hand` | the same loops split between threads by hand (mode `by-hand`) |
 //! | `summary` | the whole-database aggregates for the consistency checks |
 
 use anyhow::Result;
@@ -21,6 +23,7 @@ mod by_hand;
 mod load;
 mod schema;
 pub mod spec;
+mod speculative;
 mod summary;
 mod transactions;
 

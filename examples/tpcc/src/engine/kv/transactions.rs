@@ -3,11 +3,10 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use tls_runtime::tls_loop;
-
 use super::by_hand;
-use super::spec::{SpecRows, with_spec_rows};
-use super::{Bufs, Decision, KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
+use super::spec::with_spec_rows;
+use super::speculative::{deliver_districts, low_stock, new_order_items};
+use super::{Bufs, Decision, KvEngine, KvOps, KvStore, KvTxn, Table};
 use crate::codec::{self, Corrupt, TextReader, off};
 use crate::engine::api::{Engine, Mode, Summary};
 use crate::schema::{DISTRICTS, Meta, Order};
@@ -484,65 +483,6 @@ fn low_stock_in_order<T: KvOps>(
     for &item in items {
         if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), row)?
             && codec::get_i32(row, off::S_QUANTITY, "stock")? < input.threshold
-        {
-            low_stock += 1;
-        }
-    }
-    Ok(low_stock)
-}
-
-// ANCHOR: new_order_items
-/// New Order's items loop run as speculative epochs: the same body as
-/// [`Bufs::new_order_items`], on the tracked rows, with per-epoch buffers.
-#[tls_loop(name = "new_order items", threads = rows.threads())]
-fn new_order_items<S: SharedKv>(
-    rows: &SpecRows<'_, '_, S>,
-    input: &NewOrderInput,
-    o_id: u32,
-) -> Result<Option<(i64, u8)>> {
-    let mut sum_amount = 0i64;
-    let mut brand_lines = 0u8;
-    for (n, l) in input.lines().iter().enumerate() {
-        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
-        let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
-            return Ok(None);
-        };
-        sum_amount += amount;
-        brand_lines += brand;
-    }
-    Ok(Some((sum_amount, brand_lines)))
-}
-// ANCHOR_END: new_order_items
-
-// ANCHOR: deliver_districts
-/// Delivery's districts loop as speculative epochs: the sequential body
-/// ([`Bufs::deliver_district`]) on the tracked rows.
-#[tls_loop(name = "delivery districts", threads = rows.threads())]
-fn deliver_districts<S: SharedKv>(rows: &SpecRows<'_, '_, S>, input: &DeliveryInput) -> Result<u8> {
-    let mut delivered = 0u8;
-    for d in 1..=DISTRICTS {
-        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
-        if b.deliver_district(&mut tx, input, d)? {
-            delivered += 1;
-        }
-    }
-    Ok(delivered)
-}
-// ANCHOR_END: deliver_districts
-
-/// Stock Level's items loop run as speculative epochs: the body of
-/// [`low_stock_in_order`] on the tracked rows.
-#[tls_loop(name = "stock_level items", threads = rows.threads())]
-fn low_stock<S: SharedKv>(
-    rows: &SpecRows<'_, '_, S>,
-    items: &[u32],
-    input: &StockLevelInput,
-) -> Result<u32> {
-    let mut low_stock = 0;
-    for &item in items {
-        let (mut tx, mut row) = (rows, Vec::with_capacity(512));
-        if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
-            && codec::get_i32(&row, off::S_QUANTITY, "stock")? < input.threshold
         {
             low_stock += 1;
         }

@@ -1,0 +1,75 @@
+//! The transactions' loops run as speculative epochs (mode `tls`): each a
+//! `#[tls_loop]` function whose body is the sequential one, on the tracked rows
+//! ([`SpecRows`]) and with buffers of its own per iteration.
+
+use anyhow::Result;
+use tls_runtime::tls_loop;
+
+use super::spec::SpecRows;
+use super::{Bufs, KvOps, SharedKv, Table};
+use crate::codec::{self, off};
+use crate::engine::api::Mode;
+use crate::schema::DISTRICTS;
+use crate::workload::{DeliveryInput, NewOrderInput, StockLevelInput};
+
+// ANCHOR: new_order_items
+/// New Order's items loop run as speculative epochs: the same body as
+/// `Bufs::new_order_items`, on the tracked rows, with per-epoch buffers.
+#[tls_loop(name = "new_order items", threads = rows.threads())]
+pub(super) fn new_order_items<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    input: &NewOrderInput,
+    o_id: u32,
+) -> Result<Option<(i64, u8)>> {
+    let mut sum_amount = 0i64;
+    let mut brand_lines = 0u8;
+    for (n, l) in input.lines().iter().enumerate() {
+        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
+            return Ok(None);
+        };
+        sum_amount += amount;
+        brand_lines += brand;
+    }
+    Ok(Some((sum_amount, brand_lines)))
+}
+// ANCHOR_END: new_order_items
+
+// ANCHOR: deliver_districts
+/// Delivery's districts loop as speculative epochs: the sequential body
+/// (`Bufs::deliver_district`) on the tracked rows.
+#[tls_loop(name = "delivery districts", threads = rows.threads())]
+pub(super) fn deliver_districts<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    input: &DeliveryInput,
+) -> Result<u8> {
+    let mut delivered = 0u8;
+    for d in 1..=DISTRICTS {
+        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        if b.deliver_district(&mut tx, input, d)? {
+            delivered += 1;
+        }
+    }
+    Ok(delivered)
+}
+// ANCHOR_END: deliver_districts
+
+/// Stock Level's items loop run as speculative epochs: the body of
+/// `low_stock_in_order` (in `transactions.rs`) on the tracked rows.
+#[tls_loop(name = "stock_level items", threads = rows.threads())]
+pub(super) fn low_stock<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    items: &[u32],
+    input: &StockLevelInput,
+) -> Result<u32> {
+    let mut low_stock = 0;
+    for &item in items {
+        let (mut tx, mut row) = (rows, Vec::with_capacity(512));
+        if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
+            && codec::get_i32(&row, off::S_QUANTITY, "stock")? < input.threshold
+        {
+            low_stock += 1;
+        }
+    }
+    Ok(low_stock)
+}
