@@ -5,7 +5,7 @@
 //! locked afterwards.
 
 mod common;
-use common::{assert_idle, mix};
+use common::{assert_idle, orders_with_repeated_items};
 
 use tpcc::driver;
 use tpcc::engine::kv::KvEngine;
@@ -13,37 +13,12 @@ use tpcc::engine::memory::MemoryKv;
 use tpcc::engine::sequential;
 use tpcc::engine::{Engine, Mode, Sync};
 use tpcc::schema::Scale;
-use tpcc::workload::Terminal;
 
 const SEED: u64 = 29;
 
 #[test]
 fn by_hand_gives_the_sequential_result_at_every_thread_count() {
-    let mut reference = KvEngine::new(MemoryKv::new(), Mode::Sequential);
-    let meta = driver::load(&mut reference, 1, Scale::SMALL, SEED, false).unwrap();
-    let expected = mix(&mut reference, meta, 600, SEED + 1);
-    for threads in [1, 2, 4] {
-        let mut m = KvEngine::new(MemoryKv::new(), Mode::ByHand);
-        let meta = driver::load(&mut m, 1, Scale::SMALL, SEED, false).unwrap();
-        m.set_threads(Some(threads));
-        assert_eq!(
-            mix(&mut m, meta, 600, SEED + 1),
-            expected,
-            "memory, {threads} threads"
-        );
-
-        let dir = tempfile::tempdir().unwrap();
-        let mut b =
-            sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, Mode::ByHand).unwrap();
-        let meta = driver::load(&mut b, 1, Scale::SMALL, SEED, false).unwrap();
-        b.set_threads(Some(threads));
-        assert_eq!(
-            mix(&mut b, meta, 600, SEED + 1),
-            expected,
-            "btree, {threads} threads"
-        );
-        assert_idle(&mut b, &format!("{threads} threads"));
-    }
+    common::gives_the_sequential_result(Mode::ByHand, SEED);
 }
 
 /// Orders whose lines name the previous line's stock row two times in three: the
@@ -52,19 +27,7 @@ fn by_hand_gives_the_sequential_result_at_every_thread_count() {
 fn repeated_stock_rows_give_the_sequential_result() {
     let mut reference = KvEngine::new(MemoryKv::new(), Mode::Sequential);
     let meta = driver::load(&mut reference, 1, Scale::SMALL, SEED, false).unwrap();
-    let mut t = Terminal::new(meta, SEED + 7);
-    let inputs: Vec<_> = (0..150)
-        .map(|k| {
-            let mut input = t.new_order(1_000_000 + k as i64);
-            for i in 1..usize::from(input.ol_cnt) {
-                if (i + k) % 3 != 0 {
-                    input.lines[i].i_id = input.lines[i - 1].i_id;
-                    input.lines[i].supply_w_id = input.lines[i - 1].supply_w_id;
-                }
-            }
-            input
-        })
-        .collect();
+    let inputs = orders_with_repeated_items(meta, SEED + 7, 150);
     let expected: Vec<_> = inputs
         .iter()
         .map(|i| reference.new_order(i).unwrap())

@@ -4,74 +4,31 @@
 //! epochs of one loop), with nothing left pinned or locked afterwards.
 
 mod common;
-use common::{assert_idle, mix};
+use common::{assert_idle, mix, orders_with_repeated_items};
 
 use std::path::Path;
 
 use tpcc::driver;
 use tpcc::engine::kv::KvEngine;
 use tpcc::engine::memory::MemoryKv;
-use tpcc::engine::sequential::{self, BTreeStore};
-use tpcc::engine::{Engine, Mode, Sync};
-use tpcc::schema::{Meta, Scale};
+use tpcc::engine::sequential::BTreeStore;
+use tpcc::engine::{Engine, Mode};
+use tpcc::schema::Meta;
 use tpcc::workload::{NewOrderOutput, Terminal};
 
 const SEED: u64 = 23;
 
 fn memory(mode: Mode) -> (KvEngine<MemoryKv>, Meta) {
-    let mut e = KvEngine::new(MemoryKv::new(), mode);
-    let meta = driver::load(&mut e, 1, Scale::SMALL, SEED, false).unwrap();
-    (e, meta)
+    common::memory(mode, SEED)
 }
 
 fn btree(dir: &Path, mode: Mode) -> (KvEngine<BTreeStore>, Meta) {
-    let mut e = sequential::create(&dir.join("tpcc.db"), Sync::Off, 1, mode).unwrap();
-    let meta = driver::load(&mut e, 1, Scale::SMALL, SEED, false).unwrap();
-    (e, meta)
+    common::btree(dir, mode, SEED)
 }
 
 #[test]
 fn tls_gives_the_sequential_result_at_every_thread_count() {
-    let (mut reference, meta) = memory(Mode::Sequential);
-    let expected = mix(&mut reference, meta, 600, SEED + 1);
-    for threads in [1, 2, 4] {
-        let (mut m, meta) = memory(Mode::Tls);
-        m.set_threads(Some(threads));
-        assert_eq!(
-            mix(&mut m, meta, 600, SEED + 1),
-            expected,
-            "memory, {threads} threads"
-        );
-
-        let dir = tempfile::tempdir().unwrap();
-        let (mut b, meta) = btree(dir.path(), Mode::Tls);
-        b.set_threads(Some(threads));
-        assert_eq!(
-            mix(&mut b, meta, 600, SEED + 1),
-            expected,
-            "btree, {threads} threads"
-        );
-        assert_idle(&mut b, &format!("{threads} threads"));
-    }
-}
-
-/// New Orders whose lines name one item several times: a later epoch reads the stock
-/// row an earlier one writes, so it must see that write (or be violated and re-run).
-fn orders_with_repeated_items(meta: Meta, n: usize) -> Vec<tpcc::workload::NewOrderInput> {
-    let mut t = Terminal::new(meta, SEED + 7);
-    (0..n)
-        .map(|k| {
-            let mut input = t.new_order(1_000_000 + k as i64);
-            let lines = usize::from(input.ol_cnt);
-            for i in 1..lines {
-                if (i + k) % 3 != 0 {
-                    input.lines[i].i_id = input.lines[i - 1].i_id;
-                    input.lines[i].supply_w_id = input.lines[i - 1].supply_w_id;
-                }
-            }
-            input
-        })
-        .collect()
+    common::gives_the_sequential_result(Mode::Tls, SEED);
 }
 
 fn new_orders(e: &mut dyn Engine, inputs: &[tpcc::workload::NewOrderInput]) -> Vec<NewOrderOutput> {
@@ -81,7 +38,7 @@ fn new_orders(e: &mut dyn Engine, inputs: &[tpcc::workload::NewOrderInput]) -> V
 #[test]
 fn repeated_items_give_the_sequential_result() {
     let (mut reference, meta) = memory(Mode::Sequential);
-    let inputs = orders_with_repeated_items(meta, 150);
+    let inputs = orders_with_repeated_items(meta, SEED + 7, 150);
     let expected = new_orders(&mut reference, &inputs);
     let expected_db = reference.summary().unwrap();
     for threads in [2, 4] {
