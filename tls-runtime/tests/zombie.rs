@@ -54,6 +54,12 @@ fn named_on_the_caller() {
                 release.store(true, Ordering::Release);
             });
             Loop::new().threads(2).site(site).run(0..3, |i| {
+                if i == 0 {
+                    // Long enough for the worker to claim epoch 1 even if it has to
+                    // wake first (a loaded machine made 40 attempts in a row miss
+                    // without this): the caller then claims epoch 2.
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 if i == 1 {
                     std::thread::sleep(Duration::from_millis(50));
                     ready.set(true);
