@@ -21,7 +21,8 @@
 //! `cargo bench -p btree-db --bench scaling`. Environment: `BENCH_KEYS`
 //! (lookup table size, default 1,000,000), `BENCH_INSERTS` (default
 //! 5,000,000), `BENCH_LOOKUPS` (lookups per run, default 2,000,000),
-//! `BENCH_BATCH` (operations per transaction, default 100), `BENCH_RUNS`
+//! `BENCH_UPDATES` (updates per run, default 200,000), `BENCH_BATCH`
+//! (operations per transaction, default 100), `BENCH_RUNS`
 //! (default 5), `BENCH_ONLY` (`lookups`, `updates` or `inserts`).
 
 use std::sync::Arc;

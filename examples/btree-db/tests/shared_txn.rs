@@ -396,3 +396,39 @@ fn the_lent_lock_set_counts_every_acquisition_once_and_gives_every_lock_back() {
     txn.commit().unwrap();
     assert_eq!(db.pins_and_locks(), (0, 0));
 }
+
+/// A table first opened during the share, by one thread, is opened for all: the other
+/// threads, reading it afterwards, take no table lock of their own (a second one could
+/// wait behind a table drop that waits for the first). Every lock still comes back.
+#[test]
+fn a_table_opened_by_one_thread_is_opened_for_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_millis(200));
+    let t = db.create_table("t").unwrap();
+    let mut setup = db.begin();
+    for i in 0..8u32 {
+        setup.put(t, &key(i), b"v").unwrap();
+    }
+    setup.commit().unwrap();
+    let mut txn = db.begin();
+    {
+        let s = txn.share();
+        assert_eq!(s.locks_held(), 0, "nothing opened yet");
+        // Opened here, on this thread: its table lock and one record lock.
+        s.get_into(t, &key(0), &mut Vec::new()).unwrap();
+        assert_eq!(s.locks_held(), 2);
+        std::thread::scope(|sc| {
+            for th in 1..4u32 {
+                let s = &s;
+                sc.spawn(move || {
+                    s.get_into(t, &key(th), &mut Vec::new()).unwrap();
+                });
+            }
+        });
+        // Three record locks more, and no other table lock.
+        assert_eq!(s.locks_held(), 5);
+    }
+    assert_eq!(txn.locks_held(), 5);
+    txn.commit().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}

@@ -29,7 +29,7 @@ pub enum Mode {
     /// Our database with the transactions' loops run as speculative epochs.
     Tls,
     /// Our database with the same loops split between threads by hand (no
-    /// speculation): the bound for `tls` (see `engine/kv/by_hand.rs`).
+    /// speculation): the reference point for `tls` (see `engine/kv/by_hand.rs`).
     #[value(name = "by-hand")]
     ByHand,
 }
