@@ -28,7 +28,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use btree_db::{Database, Options, SyncMode, TableId};
+use btree_db::{Database, Options, SharedTxn, SyncMode, TableId};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -109,39 +109,27 @@ fn lookups(
     (per * threads) as f64 / secs
 }
 
-fn shared_lookups(
+/// Runs `probe` in transactions of `batch`, each lent to `threads` threads at
+/// once (`Txn::share`, as a speculative loop inside a transaction does), thread
+/// `t` doing `work(shared, t, batch)` (its share: probes `t, t + threads, ...`);
+/// returns the sum of what the calls returned and the probes per second.
+fn in_shared_txns(
     db: &Database,
-    table: TableId,
-    loaded: &[u32],
-    n: usize,
-    threads: usize,
+    probe: &[u32],
     batch: usize,
-) -> f64 {
-    let probe = keys(n, 0xA076_1D64_78BD_642F);
+    threads: usize,
+    work: impl Fn(&SharedTxn<'_, '_>, usize, &[u32]) -> usize + Sync,
+) -> (usize, f64) {
     let start = Instant::now();
-    let mut found = 0usize;
+    let mut total = 0usize;
     for chunk in probe.chunks(batch) {
         let mut txn = db.begin();
         {
             let shared = txn.share();
-            let shared = &shared;
-            found += std::thread::scope(|s| {
+            let (shared, work) = (&shared, &work);
+            total += std::thread::scope(|s| {
                 let parts: Vec<_> = (0..threads)
-                    .map(|t| {
-                        s.spawn(move || {
-                            let mut out = Vec::new();
-                            chunk
-                                .iter()
-                                .skip(t)
-                                .step_by(threads)
-                                .map(|&r| {
-                                    shared
-                                        .get_into(table, &probed_key(loaded, r), &mut out)
-                                        .expect("get") as usize
-                                })
-                                .sum::<usize>()
-                        })
-                    })
+                    .map(|t| s.spawn(move || work(shared, t, chunk)))
                     .collect();
                 parts
                     .into_iter()
@@ -151,60 +139,61 @@ fn shared_lookups(
         }
         txn.commit().expect("commit");
     }
-    assert_eq!(found, n, "every probed key was loaded");
-    n as f64 / start.elapsed().as_secs_f64()
+    (total, probe.len() as f64 / start.elapsed().as_secs_f64())
 }
 
-/// A row of the updates workload: 300 bytes, `k` and `round` spread over it.
-fn row(k: u32, round: u32) -> [u8; 300] {
+fn shared_lookups(
+    db: &Database,
+    table: TableId,
+    loaded: &[u32],
+    n: usize,
+    threads: usize,
+    batch: usize,
+) -> f64 {
+    let probe = keys(n, 0xA076_1D64_78BD_642F);
+    let (found, rate) = in_shared_txns(db, &probe, batch, threads, |shared, t, chunk| {
+        let mut out = Vec::new();
+        chunk
+            .iter()
+            .skip(t)
+            .step_by(threads)
+            .map(|&r| {
+                shared
+                    .get_into(table, &probed_key(loaded, r), &mut out)
+                    .expect("get") as usize
+            })
+            .sum()
+    });
+    assert_eq!(found, n, "every probed key was loaded");
+    rate
+}
+
+/// A row of the updates workload: 300 bytes that depend on `k`.
+fn row(k: u32) -> [u8; 300] {
     let mut r = [0u8; 300];
     for (i, b) in r.iter_mut().enumerate() {
-        *b = (k as usize + i * 7 + round as usize) as u8;
+        *b = (k as usize + i * 7) as u8;
     }
     r
 }
 
-/// Reads row `k` for update and writes it back changed, as New Order does to
-/// a stock row.
-fn update_row(
-    get: impl FnOnce(&[u8], &mut Vec<u8>) -> btree_db::Result<bool>,
-    put: impl FnOnce(&[u8], &[u8]) -> btree_db::Result<()>,
-    k: u32,
-    out: &mut Vec<u8>,
-) {
-    let key = k.to_be_bytes();
-    assert!(get(&key, out).expect("get for update"), "row {k} loaded");
-    out[0] = out[0].wrapping_add(1);
-    put(&key, out).expect("update");
-}
-
 fn shared_updates(db: &Database, table: TableId, rows: u32, n: usize, threads: usize) -> f64 {
     let probe = keys(n, 0x5851_F42D_4C95_7F2D);
-    let start = Instant::now();
-    for chunk in probe.chunks(2000) {
-        let mut txn = db.begin();
-        {
-            let shared = txn.share();
-            let shared = &shared;
-            std::thread::scope(|s| {
-                for t in 0..threads {
-                    s.spawn(move || {
-                        let mut out = Vec::new();
-                        for &r in chunk.iter().skip(t).step_by(threads) {
-                            update_row(
-                                |k, o| shared.get_for_update(table, k, o),
-                                |k, v| shared.update(table, k, v),
-                                r % rows,
-                                &mut out,
-                            );
-                        }
-                    });
-                }
-            });
+    let (updated, rate) = in_shared_txns(db, &probe, 2000, threads, |shared, t, chunk| {
+        let mut out = Vec::new();
+        let mine = chunk.iter().skip(t).step_by(threads);
+        for &r in mine.clone() {
+            // Read for update and written back changed, as New Order does to a
+            // stock row.
+            let key = (r % rows).to_be_bytes();
+            assert!(shared.get_for_update(table, &key, &mut out).expect("get"));
+            out[0] = out[0].wrapping_add(1);
+            shared.update(table, &key, &out).expect("update");
         }
-        txn.commit().expect("commit");
-    }
-    n as f64 / start.elapsed().as_secs_f64()
+        mine.count()
+    });
+    assert_eq!(updated, n);
+    rate
 }
 
 fn separate_updates(db: &Database, table: TableId, rows: u32, n: usize, threads: usize) -> f64 {
@@ -315,7 +304,7 @@ fn main() {
         for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
             let mut txn = db.begin();
             for &k in chunk {
-                txn.put(table, &k.to_be_bytes(), &row(k, 0)).expect("load");
+                txn.put(table, &k.to_be_bytes(), &row(k)).expect("load");
             }
             txn.commit().expect("commit");
         }

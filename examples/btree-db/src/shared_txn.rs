@@ -144,14 +144,12 @@ impl SharedTxn<'_, '_> {
         let (root, opened, granted) = {
             // The common case, opened and granted in one hold of the mutex.
             let mut lent = spin_lock(self.lent.mine());
-            let Lent { locks, tables } = &mut *lent;
-            let before = tables.len();
-            let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
-            let granted = self
-                .db
-                .locks
-                .try_acquire(self.id, locks, lock_name(root, key), mode);
-            (root, tables.len() > before, granted)
+            let (root, opened) = self.open_in(&mut lent, table)?;
+            let granted =
+                self.db
+                    .locks
+                    .try_acquire(self.id, &mut lent.locks, lock_name(root, key), mode);
+            (root, opened, granted)
         };
         if opened {
             self.tell_stripes(root);
@@ -164,17 +162,21 @@ impl SharedTxn<'_, '_> {
 
     /// Opens the table (its shared table lock, once); returns its root.
     fn open_table(&self, table: TableId) -> Result<PageId> {
-        let (root, opened) = {
-            let mut lent = spin_lock(self.lent.mine());
-            let Lent { locks, tables } = &mut *lent;
-            let before = tables.len();
-            let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
-            (root, tables.len() > before)
-        };
+        let (root, opened) = self.open_in(&mut spin_lock(self.lent.mine()), table)?;
         if opened {
             self.tell_stripes(root);
         }
         Ok(root)
+    }
+
+    /// Opens the table in this thread's stripe `lent` (held); returns its root and
+    /// whether this call opened it (then the caller tells the other stripes, once
+    /// it has let go of this one: see `tell_stripes`).
+    fn open_in(&self, lent: &mut Lent, table: TableId) -> Result<(PageId, bool)> {
+        let Lent { locks, tables } = lent;
+        let before = tables.len();
+        let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
+        Ok((root, tables.len() > before))
     }
 
     /// Records in every stripe that this thread opened the table at `root` (its

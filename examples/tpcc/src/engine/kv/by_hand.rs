@@ -27,8 +27,8 @@ use std::sync::{Mutex, PoisonError};
 use anyhow::Result;
 use tls_runtime::{Control, Loop};
 
+use super::transactions::low_stock_in_order;
 use super::{Bufs, KvOps, SharedKv, Table};
-use crate::codec;
 use crate::engine::api::Mode;
 use crate::schema::DISTRICTS;
 use crate::workload::{DeliveryInput, NewOrderInput, StockLevelInput};
@@ -167,17 +167,8 @@ pub(super) fn low_stock<S: SharedKv>(
 ) -> Result<u32> {
     let per = items.len().div_ceil(parts.max(1)).max(1);
     let done = run_parts(parts, |p| {
-        let mut row = Vec::with_capacity(512);
         let mine = items.chunks(per).nth(p).unwrap_or(&[]);
-        let mut low = 0;
-        for &item in mine {
-            if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
-                && codec::get_i32(&row, codec::off::S_QUANTITY, "stock")? < input.threshold
-            {
-                low += 1;
-            }
-        }
-        Ok(low)
+        low_stock_in_order(&mut Direct(tx), mine, input, &mut Vec::with_capacity(512))
     })?;
     Ok(done.into_iter().sum())
 }

@@ -473,7 +473,7 @@ impl Bufs {
 
 /// Stock Level's items loop, in order: how many of `items` have less stock than the
 /// threshold.
-fn low_stock_in_order<T: KvOps>(
+pub(super) fn low_stock_in_order<T: KvOps>(
     tx: &mut T,
     items: &[u32],
     input: &StockLevelInput,
