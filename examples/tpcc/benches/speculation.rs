@@ -8,7 +8,7 @@
 //! latencies are pooled over all rounds. Printed: p50 per transaction type and mode,
 //! and the ratio of each mode to the first (tls / sequential by default).
 //! `MODES=sequential,tls,by-hand` alternates those modes (`by-hand`: the loops split
-//! between threads by hand, the bound for `tls`); `TLS_THREADS` sets the threads per
+//! between threads by hand, the reference point for `tls`); `TLS_THREADS` sets the threads per
 //! loop as everywhere; `ROUNDS` and `BATCH` the amount of work; `ONLY=sequential` or
 //! `ONLY=tls` runs one mode alone (to profile it); `SECOND=sequential` runs sequential
 //! against itself (the harness's own bias); `ITEMS` and `CUSTOMERS` shrink the

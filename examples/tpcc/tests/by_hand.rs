@@ -7,12 +7,7 @@
 mod common;
 use common::{assert_idle, orders_with_repeated_items};
 
-use tpcc::driver;
-use tpcc::engine::kv::KvEngine;
-use tpcc::engine::memory::MemoryKv;
-use tpcc::engine::sequential;
-use tpcc::engine::{Engine, Mode, Sync};
-use tpcc::schema::Scale;
+use tpcc::engine::{Engine, Mode};
 
 const SEED: u64 = 29;
 
@@ -25,8 +20,7 @@ fn by_hand_gives_the_sequential_result_at_every_thread_count() {
 /// split must keep each stock row's lines on one thread, in loop order.
 #[test]
 fn repeated_stock_rows_give_the_sequential_result() {
-    let mut reference = KvEngine::new(MemoryKv::new(), Mode::Sequential);
-    let meta = driver::load(&mut reference, 1, Scale::SMALL, SEED, false).unwrap();
+    let (mut reference, meta) = common::memory(Mode::Sequential, SEED);
     let inputs = orders_with_repeated_items(meta, SEED + 7, 150);
     let expected: Vec<_> = inputs
         .iter()
@@ -35,9 +29,7 @@ fn repeated_stock_rows_give_the_sequential_result() {
     let expected_db = reference.summary().unwrap();
     for threads in [2, 4] {
         let dir = tempfile::tempdir().unwrap();
-        let mut b =
-            sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, Mode::ByHand).unwrap();
-        driver::load(&mut b, 1, Scale::SMALL, SEED, false).unwrap();
+        let (mut b, _) = common::btree(dir.path(), Mode::ByHand, SEED);
         b.set_threads(Some(threads));
         let got: Vec<_> = inputs.iter().map(|i| b.new_order(i).unwrap()).collect();
         assert_eq!(got, expected, "{threads} threads");
