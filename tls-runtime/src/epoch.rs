@@ -18,7 +18,9 @@ use core::panic::Location;
 use crossbeam_utils::CachePadded;
 use std::time::{Duration, Instant};
 mod current;
+mod spare;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
+pub(crate) use spare::{HELD_LISTS, SLOT_LISTS, SlotPtr, WRITE_LOGS};
 
 /// An epoch's identity: `serial << 32 | index`.
 pub(crate) type Tag = u64;
@@ -536,7 +538,11 @@ impl EpochCx {
     /// Logs a new version of `slot` written by the access `a`.
     #[inline]
     pub(crate) fn log_write(&self, slot: *const dyn LoggedSlot, a: &Access<'_>) {
-        self.writes.borrow_mut().push(WriteRecord {
+        let mut writes = self.writes.borrow_mut();
+        if writes.capacity() == 0 {
+            *writes = WRITE_LOGS.take();
+        }
+        writes.push(WriteRecord {
             slot,
             segment: a.segment,
             generation: a.generation,

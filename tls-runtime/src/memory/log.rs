@@ -40,7 +40,8 @@
 
 use super::commit_hold::CommitHold;
 use crate::epoch::{
-    Cause, CurrentGuard, Deferred, Drops, EpochCx, LoggedSlot, NOT_VIOLATED, WriteRecord,
+    Cause, CurrentGuard, Deferred, Drops, EpochCx, HELD_LISTS, NOT_VIOLATED, SLOT_LISTS, SlotPtr,
+    WRITE_LOGS, WriteRecord,
 };
 use crate::sync::{Held, Ordering};
 use smallvec::SmallVec;
@@ -59,18 +60,22 @@ pub(crate) enum CommitOutcome {
     ActionPanicked(Box<dyn Any + Send>),
 }
 
-type SlotPtr = *const dyn LoggedSlot;
-
 fn addr(p: SlotPtr) -> usize {
     p.cast::<()>() as usize
 }
 
-/// The slots `writes` name, each once, in address order (the order commits lock them).
-fn distinct_slots(writes: &[WriteRecord]) -> SmallVec<[SlotPtr; 16]> {
-    let mut slots: SmallVec<[SlotPtr; 16]> = writes.iter().map(|w| w.slot).collect();
+/// The slots `writes` name, each once, in address order (the order commits lock
+/// them), and whether that is the log's own order (each slot written once, in
+/// ascending order, as a loop over a vector does): then record `k` is slot `k`.
+fn distinct_slots(writes: &[WriteRecord]) -> (Vec<SlotPtr>, bool) {
+    let mut slots = SLOT_LISTS.take();
+    slots.extend(writes.iter().map(|w| w.slot));
+    if slots.windows(2).all(|p| addr(p[0]) < addr(p[1])) {
+        return (slots, true);
+    }
     slots.sort_unstable_by_key(|&p| addr(p));
     slots.dedup_by_key(|p| addr(*p));
-    slots
+    (slots, false)
 }
 
 /// Commits the epoch of `cx` (homefree, current on this thread): see the module docs.
@@ -78,7 +83,7 @@ fn distinct_slots(writes: &[WriteRecord]) -> SmallVec<[SlotPtr; 16]> {
 pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     let a = cx.access();
     let writes = cx.writes.take();
-    let order = distinct_slots(&writes);
+    let (order, in_log_order) = distinct_slots(&writes);
     let held = lock_all(&order);
     // A published epoch has nothing left to check: it runs as plain code now.
     if !cx.published() && cx.ring().slot(cx.index).pending(Ordering::Acquire) != NOT_VIOLATED {
@@ -90,14 +95,19 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     let mut drops = Drops::new();
     // Applies the records `ws`, skipping those of containers an action dropped under
     // `hold` (their values are gone; see `commit_hold`).
-    let apply = |ws: &[WriteRecord], drops: &mut Drops, hold: Option<&CommitHold<'_>>| {
-        for w in ws {
+    let apply = |ws: core::ops::Range<usize>, drops: &mut Drops, hold: Option<&CommitHold<'_>>| {
+        for k in ws {
+            let w = &writes[k];
             if hold.is_some_and(|h| h.is_retired(addr(w.slot))) {
                 continue;
             }
-            let i = order
-                .binary_search_by_key(&addr(w.slot), |&p| addr(p))
-                .expect("every logged slot is locked");
+            let i = if in_log_order {
+                k
+            } else {
+                order
+                    .binary_search_by_key(&addr(w.slot), |&p| addr(p))
+                    .expect("every logged slot is locked")
+            };
             // SAFETY: we hold the slot's lock (`held[i]`); logged slots outlive the
             // records (see `memory::erase`) or, dropped by an action, are skipped.
             unsafe { (*w.slot).apply(held[i], &a, (a.tag, w.segment, w.generation), drops) };
@@ -105,7 +115,7 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     };
     let actions = cx.commits.take();
     let first = actions.first().map_or(writes.len(), |d| d.writes_before);
-    apply(&writes[..first], &mut drops, None);
+    apply(0..first, &mut drops, None);
     let mut outcome = CommitOutcome::Committed;
     if first == writes.len() {
         // No write after an action: release the locks before running user code.
@@ -124,7 +134,7 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
         let panicked = hold.run(|| {
             run_actions(actions, &mut drops, |d, drops| {
                 let upto = d.max(done);
-                apply(&writes[done..upto], drops, Some(&hold));
+                apply(done..upto, drops, Some(&hold));
                 done = upto;
             })
         });
@@ -132,7 +142,7 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
             Some((k, p)) => {
                 // The iteration ends at the action: nothing it did after happened.
                 hold.run(|| {
-                    for &slot in &distinct_slots(&writes[done..]) {
+                    for &slot in &distinct_slots(&writes[done..]).0 {
                         if !hold.is_retired(addr(slot)) {
                             // SAFETY: logged slots outlive the records, or were
                             // dropped by an action and are skipped.
@@ -146,14 +156,16 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
                 outcome = CommitOutcome::ActionPanicked(p);
             }
             None => {
-                apply(&writes[done..], &mut drops, Some(&hold));
+                apply(done..writes.len(), &mut drops, Some(&hold));
                 unlock_all(&order, &held);
                 hold.release_retired();
             }
         }
     }
     drop(cx.undo.take());
-    drop(writes);
+    WRITE_LOGS.give(writes);
+    SLOT_LISTS.give(order);
+    HELD_LISTS.give(held);
     drop(drops);
     outcome
 }
@@ -201,8 +213,8 @@ fn run_actions(
 
 /// Takes the locks of `order` (sorted by address), never waiting for one while
 /// holding another.
-fn lock_all(order: &[SlotPtr]) -> SmallVec<[Held; 16]> {
-    let mut held: SmallVec<[Held; 16]> = SmallVec::with_capacity(order.len());
+fn lock_all(order: &[SlotPtr]) -> Vec<Held> {
+    let mut held = HELD_LISTS.take();
     let mut spins = 0u32;
     'retry: loop {
         held.clear();
@@ -277,7 +289,7 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
     // another thread may drop the container and free the slot at once (nothing left
     // to evict, so nothing is buried), and a second discard would lock freed memory.
     // Found as heap corruption, about 1 process in 400 of the equivalence test.
-    for &slot in &distinct_slots(&discarded) {
+    for &slot in &distinct_slots(&discarded).0 {
         // SAFETY: logged slots outlive the records (see `memory::erase`), and this is
         // the rollback's only touch of this slot (see above).
         unsafe { &*slot }.discard(&a, target, &mut drops);
@@ -290,7 +302,7 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::epoch::{Access, EpochRing, Tag, make_tag};
+    use crate::epoch::{Access, EpochRing, LoggedSlot, Tag, make_tag};
     use crate::sync::AtomicU64;
     use core::cell::Cell;
 
