@@ -1,17 +1,31 @@
 //! A transaction's undo chain: the LSN of its last log record and the entries
-//! that undo its changes, newest last.
+//! that undo its changes, in the order of their records.
 //!
 //! A transaction on one thread keeps them in its buffers. A transaction lent
-//! to several threads ([`crate::SharedTxn`]) moves them behind a mutex that
-//! each change takes only around its log append: the record's `prev` link, the
-//! append and the undo entry must be one step, so that the entries stay in
-//! the order of the records they undo (an abort walks them newest first and
-//! logs each compensation's undo-next from them; out of order, a crash in the
-//! middle of an abort would skip a change). The descent, the page latch and
-//! the change to the page happen outside it, so changes to different pages
-//! of one transaction proceed in parallel.
+//! to several threads ([`crate::SharedTxn`]) moves them into a [`Chain`] that
+//! its threads share without a lock of the transaction's own:
+//!
+//! - the last LSN is read and advanced by the log itself, under the lock it
+//!   appends under ([`crate::wal::Wal::append_with_images`] with a link), so
+//!   each record's `prev` is the record before it in log order however the
+//!   threads interleave;
+//! - each thread stripe keeps the undo entries of its own changes, and the
+//!   stripes are merged in record order (by `prev_lsn`, which the chain
+//!   makes distinct and increasing) when the transaction takes the chain
+//!   back. An abort walks the merged entries newest first and logs each
+//!   compensation's undo-next from them; out of order, a crash in the middle
+//!   of an abort would skip a change.
+//!
+//! The descent, the page latch, the record's construction and the undo entry
+//! all happen outside any shared lock, so changes to different pages of one
+//! transaction meet only in the log's append. (An earlier form held one
+//! mutex per transaction from reading `prev` to recording the undo entry;
+//! two threads writing spent much of their time waiting on it.)
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use crate::stripes::Striped;
 
 use crate::error::PageId;
 
@@ -46,13 +60,92 @@ pub(crate) struct UndoEntry {
 }
 
 /// The undo chain of a transaction lent to several threads.
-#[derive(Default)]
 pub(crate) struct Chain {
-    /// The transaction's last LSN (the next record's `prev`).
-    pub(crate) prev: u64,
-    pub(crate) undo: Vec<UndoEntry>,
-    /// The bytes `undo` points into.
-    pub(crate) arena: Vec<u8>,
+    /// The transaction's last LSN (the next record's `prev`): read and
+    /// advanced only by the log, under its append lock.
+    pub(crate) last: AtomicU64,
+    /// Undo entries per thread stripe, each in the order of its records.
+    parts: Striped<Mutex<UndoPart>>,
+}
+
+/// One stripe's undo entries and the bytes they point into.
+#[derive(Default)]
+struct UndoPart {
+    undo: Vec<UndoEntry>,
+    arena: Vec<u8>,
+}
+
+impl Chain {
+    /// A chain that starts where a transaction's own buffers are: its last
+    /// LSN and undo entries so far (kept in this thread's stripe).
+    pub(crate) fn new(last: u64, undo: Vec<UndoEntry>, arena: Vec<u8>) -> Chain {
+        let chain = Chain {
+            last: AtomicU64::new(last),
+            parts: Striped::default(),
+        };
+        *spin_lock(chain.parts.mine()) = UndoPart { undo, arena };
+        chain
+    }
+
+    /// Records, in this thread's stripe, the undo of a change whose record's
+    /// `prev` is `prev_lsn`.
+    pub(crate) fn push(&self, table: PageId, key: &[u8], old: Option<&[u8]>, prev_lsn: u64) {
+        let mut part = spin_lock(self.parts.mine());
+        let UndoPart { undo, arena } = &mut *part;
+        push_undo(undo, arena, table, key, old, prev_lsn);
+    }
+
+    /// Takes the chain back: the last LSN, and every stripe's undo entries
+    /// merged in the order of their records (with the arena they point
+    /// into). Leaves the chain empty.
+    pub(crate) fn take(&self) -> (u64, Vec<UndoEntry>, Vec<u8>) {
+        let last = self.last.load(Ordering::Acquire);
+        let mut parts: Vec<UndoPart> = self
+            .parts
+            .all()
+            .map(|p| std::mem::take(&mut *spin_lock(p)))
+            .filter(|p| !p.undo.is_empty())
+            .collect();
+        // One stripe wrote (or none) and its entries are in order: as they are.
+        // (Threads that share a stripe may push in another order than they
+        // appended.)
+        let in_order = |p: &UndoPart| p.undo.is_sorted_by_key(|e| e.prev_lsn);
+        if parts.len() <= 1 && parts.iter().all(in_order) {
+            let UndoPart { undo, arena } = parts.pop().unwrap_or_default();
+            return (last, undo, arena);
+        }
+        let mut order: Vec<(u64, usize, usize)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(p, part)| {
+                part.undo
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, e)| (e.prev_lsn, p, i))
+            })
+            .collect();
+        order.sort_unstable();
+        let bytes = parts.iter().map(|p| p.arena.len()).sum();
+        let (mut undo, mut arena) = (Vec::with_capacity(order.len()), Vec::with_capacity(bytes));
+        for (_, p, i) in order {
+            let e = &parts[p].undo[i];
+            let src = &parts[p].arena;
+            let mut stash = |(start, len): (u32, u32)| {
+                let at = arena.len() as u32;
+                arena.extend_from_slice(&src[start as usize..(start + len) as usize]);
+                (at, len)
+            };
+            let key = stash(e.key);
+            let old = e.old.map(&mut stash);
+            undo.push(UndoEntry {
+                table: e.table,
+                key,
+                old,
+                prev_lsn: e.prev_lsn,
+            });
+        }
+        (last, undo, arena)
+    }
 }
 
 /// Records the undo of a change whose record was logged at `prev_lsn`'s

@@ -18,12 +18,17 @@
 //!   sets; the sets are merged when the handle is dropped. A wait for another
 //!   transaction's lock happens with the mutex released (only opening a
 //!   table, whose shared lock waits for nothing but a table being dropped,
-//!   waits under it);
-//! - the undo chain (the last LSN and the undo entries) moves behind a second
-//!   mutex that a write holds only around its log append (see
-//!   [`crate::chain`]); each thread has its own record buffers, so the
-//!   descent, the latch and the change to the page run in parallel with the
-//!   other threads' writes;
+//!   waits under it). The tables open for the transaction are also kept in
+//!   one set the threads only read once a table is in, so that a table one
+//!   thread opened is not locked again by the others;
+//! - the undo chain (the last LSN and the undo entries) moves into a
+//!   [`Chain`] that takes no lock of the transaction's own: the log links
+//!   each record to the one before as it appends it, and each thread stripe
+//!   keeps the undo entries of its changes, merged in record order when the
+//!   transaction takes them back (see [`crate::chain`]); each thread has its
+//!   own record buffers, so the descent, the latch, the change to the page
+//!   and the record's construction run in parallel with the other threads'
+//!   writes;
 //! - the rest of the transaction stays in the `Txn`, behind a third mutex
 //!   taken once, to register the transaction as a writer before its first
 //!   change.
@@ -31,9 +36,10 @@
 //! So a read never waits for another thread's write in progress: it counts its
 //! lock and walks the tree with no mutex held (the lock is held to the
 //! transaction's end), and writes to different pages wait for each other only
-//! for their log appends. The mutexes are tried in a spin first: their
-//! holders are the loop's other threads, in for microseconds, and a thread put
-//! to sleep takes tens of microseconds to wake on a small machine.
+//! in the log's append, as the writes of different transactions do. The
+//! mutexes are tried in a spin first: their holders are the loop's other
+//! threads, in for microseconds, and a thread put to sleep takes tens of
+//! microseconds to wake on a small machine.
 //!
 //! Dropping the handle gives the locks and tables back to the transaction, which
 //! then commits or aborts as usual.
@@ -82,13 +88,15 @@ pub struct SharedTxn<'t, 'db> {
     // again as on one).
     txn: Padded<Mutex<&'t mut Txn<'db>>>,
     /// Per thread stripe: the acquisitions that stripe's threads made, and the
-    /// tables opened (the stripe of the thread that lent the transaction starts
-    /// with the transaction's locks; every stripe with its tables).
+    /// tables they opened (the stripe of the thread that lent the transaction
+    /// starts with the transaction's locks and tables).
     lent: Striped<Mutex<Lent>>,
+    /// Every table the transaction has open, whichever stripe opened it.
+    opened: Padded<Opened>,
     /// The stripe of the thread that lent the transaction: its set, which holds
     /// the transaction's own locks, is the one the others merge into.
     lender: usize,
-    chain: Arc<Mutex<Chain>>,
+    chain: Arc<Chain>,
     /// Record buffers for writes, per thread stripe, one taken per write in
     /// progress.
     ctxs: Striped<Mutex<Vec<LogCtx>>>,
@@ -108,19 +116,20 @@ impl<'db> Txn<'db> {
     pub fn share(&mut self) -> SharedTxn<'_, 'db> {
         let (locks, tables) = self.lend_locks();
         let chain = self.lend_chain();
-        // Every stripe knows the tables the transaction opened (their table
-        // locks, counted in the lending thread's stripe, keep them), so that no
-        // thread locks them again.
-        let lent: Striped<Mutex<Lent>> = Striped::default();
-        for l in lent.all() {
-            spin_lock(l).tables.clone_from(&tables);
+        // The tables the transaction opened (their table locks, counted in the
+        // lending thread's stripe, keep them) are open for every thread.
+        let opened = Opened::default();
+        for &t in &tables {
+            opened.insert(t);
         }
+        let lent: Striped<Mutex<Lent>> = Striped::default();
         *spin_lock(lent.mine()) = Lent { locks, tables };
         SharedTxn {
             db: self.database(),
             id: self.id(),
             txn: Padded(Mutex::new(self)),
             lent,
+            opened: Padded(opened),
             lender: stripe(),
             chain,
             ctxs: Striped::default(),
@@ -141,19 +150,16 @@ impl SharedTxn<'_, '_> {
         mode: LockMode,
     ) -> Result<PageId> {
         Txn::check_sizes_in(self.db, key, value)?;
-        let (root, opened, granted) = {
+        let (root, granted) = {
             // The common case, opened and granted in one hold of the mutex.
             let mut lent = spin_lock(self.lent.mine());
-            let (root, opened) = self.open_in(&mut lent, table)?;
+            let root = self.open_in(&mut lent, table)?;
             let granted =
                 self.db
                     .locks
                     .try_acquire(self.id, &mut lent.locks, lock_name(root, key), mode);
-            (root, opened, granted)
+            (root, granted)
         };
-        if opened {
-            self.tell_stripes(root);
-        }
         if !granted {
             self.lock_in(root, key, mode)?;
         }
@@ -162,37 +168,24 @@ impl SharedTxn<'_, '_> {
 
     /// Opens the table (its shared table lock, once); returns its root.
     fn open_table(&self, table: TableId) -> Result<PageId> {
-        let (root, opened) = self.open_in(&mut spin_lock(self.lent.mine()), table)?;
-        if opened {
-            self.tell_stripes(root);
-        }
-        Ok(root)
+        self.open_in(&mut spin_lock(self.lent.mine()), table)
     }
 
-    /// Opens the table in this thread's stripe `lent` (held); returns its root and
-    /// whether this call opened it (then the caller tells the other stripes, once
-    /// it has let go of this one: see `tell_stripes`).
-    fn open_in(&self, lent: &mut Lent, table: TableId) -> Result<(PageId, bool)> {
+    /// Opens the table, in this thread's stripe `lent` (held) unless a thread of
+    /// the transaction has opened it already; returns its root. The table lock
+    /// of the thread that opened it keeps it for the transaction, so the others
+    /// do not lock it again: a second table lock could wait behind a
+    /// `drop_table` that waits for the first, and fail the transaction with a
+    /// deadlock. (Two threads opening it at once each take one, which does no
+    /// harm.)
+    fn open_in(&self, lent: &mut Lent, table: TableId) -> Result<PageId> {
+        if self.opened.0.contains(table.0) {
+            return Ok(table.0);
+        }
         let Lent { locks, tables } = lent;
-        let before = tables.len();
         let root = Txn::open_table_in(self.db, self.id, tables, locks, table)?;
-        Ok((root, tables.len() > before))
-    }
-
-    /// Records in every stripe that this thread opened the table at `root` (its
-    /// table lock, in this thread's set, keeps it for the transaction), so that
-    /// the other threads do not lock it again: a second table lock could wait
-    /// behind a `drop_table` that waits for the first, and fail the transaction
-    /// with a deadlock. One stripe at a time, never two held at once (see
-    /// `unlock_once`); a thread that opened it meanwhile took a lock of its own,
-    /// which does no harm.
-    fn tell_stripes(&self, root: PageId) {
-        for l in self.lent.all() {
-            let mut l = spin_lock(l);
-            if !l.tables.contains(&root) {
-                l.tables.push(root);
-            }
-        }
+        self.opened.0.insert(root);
+        Ok(root)
     }
 
     /// Takes the record lock on `key` in the tree at `root`; returns whether it
@@ -483,5 +476,40 @@ impl Drop for SharedTxn<'_, '_> {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .return_locks(locks, tables);
+    }
+}
+
+/// Tables a lent transaction has open, read by every operation of its threads
+/// and written only when one opens a table: a line the cores share, where
+/// telling each stripe in turn wrote lines of every stripe.
+#[derive(Default)]
+struct Opened {
+    /// Roots (never 0), filled from the start.
+    roots: [AtomicU32; OPENED],
+}
+
+/// Tables [`Opened`] keeps; past them, each thread opens a table for itself.
+const OPENED: usize = 30;
+
+impl Opened {
+    fn contains(&self, root: PageId) -> bool {
+        for r in &self.roots {
+            match r.load(Ordering::Acquire) {
+                0 => return false,
+                x if x == root => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    fn insert(&self, root: PageId) {
+        for r in &self.roots {
+            match r.compare_exchange(0, root, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(x) if x == root => return,
+                Err(_) => {}
+            }
+        }
     }
 }

@@ -7,11 +7,11 @@
 //! reverse order, logging a compensation record for each.
 
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::btree::{CursorState, LogMode, Modify, Outcome};
 use crate::catalog::TableId;
-use crate::chain::{Chain, push_undo, spin_lock};
+use crate::chain::{Chain, push_undo};
 use crate::db::Database;
 use crate::error::{Error, PageId, Result};
 use crate::lock::{LockMode, TxnLocks, lock_name, table_lock_name};
@@ -42,7 +42,7 @@ pub struct Txn<'db> {
     /// handle gives them back).
     lent: bool,
     /// Its undo chain, while lent to a `SharedTxn` (see [`Txn::lend_chain`]).
-    chain: Option<Arc<Mutex<Chain>>>,
+    chain: Option<Arc<Chain>>,
 }
 
 impl<'db> Txn<'db> {
@@ -247,15 +247,15 @@ impl<'db> Txn<'db> {
         }
     }
 
-    /// Moves the undo chain behind a mutex for a [`crate::SharedTxn`]'s
+    /// Moves the undo chain into a [`Chain`] for a [`crate::SharedTxn`]'s
     /// threads; the transaction keeps a reference, so that it gets the chain
     /// back even from a handle that was forgotten rather than dropped.
-    pub(crate) fn lend_chain(&mut self) -> Arc<Mutex<Chain>> {
-        let chain = Arc::new(Mutex::new(Chain {
-            prev: self.s.ctx.prev,
-            undo: std::mem::take(&mut self.s.undo),
-            arena: std::mem::take(&mut self.s.arena),
-        }));
+    pub(crate) fn lend_chain(&mut self) -> Arc<Chain> {
+        let chain = Arc::new(Chain::new(
+            self.s.ctx.prev,
+            std::mem::take(&mut self.s.undo),
+            std::mem::take(&mut self.s.arena),
+        ));
         self.chain = Some(Arc::clone(&chain));
         chain
     }
@@ -263,10 +263,7 @@ impl<'db> Txn<'db> {
     /// Takes back what [`Txn::lend_chain`] lent, if anything.
     fn reclaim_chain(&mut self) {
         if let Some(chain) = self.chain.take() {
-            let mut c = spin_lock(&chain);
-            self.s.ctx.prev = c.prev;
-            self.s.undo = std::mem::take(&mut c.undo);
-            self.s.arena = std::mem::take(&mut c.arena);
+            (self.s.ctx.prev, self.s.undo, self.s.arena) = chain.take();
         }
     }
 

@@ -2,8 +2,8 @@
 //! through, the log seam ([`Store::log`]), and the types describing a key
 //! change and how it is logged.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::buffer::{BufferPool, MAX_PAGES};
 use crate::chain::Chain;
@@ -57,10 +57,10 @@ pub(crate) struct LogCtx {
     pub(crate) prev: u64,
     pub(crate) old: Vec<u8>,
     pub(crate) had_old: bool,
-    /// The undo chain of a transaction lent to several threads: an undoable
-    /// change then takes its `prev` from it and records its undo entry in it,
-    /// in one step with the append (see [`crate::chain`]).
-    pub(crate) chain: Option<Arc<Mutex<Chain>>>,
+    /// The undo chain of a transaction lent to several threads: a change
+    /// then gets its `prev` from it as the log appends it, and records its
+    /// undo entry in it (see [`crate::chain`]).
+    pub(crate) chain: Option<Arc<Chain>>,
 }
 
 /// Page allocation and the B-link tree operations.
@@ -129,13 +129,26 @@ impl Store {
         rec: &mut RecBuilder,
         pages: &mut [(PageId, &mut dyn PageWrite)],
     ) -> u64 {
-        let lsn = self.wal.append_with_images(rec, |threshold, rec| {
+        self.log_linked(rec, pages, None)
+    }
+
+    /// [`Store::log`], with the record's `prev` set from `link` (a lent
+    /// transaction's last LSN) as it is appended, and `link` advanced to it
+    /// (see [`crate::chain`]).
+    pub(crate) fn log_linked(
+        &self,
+        rec: &mut RecBuilder,
+        pages: &mut [(PageId, &mut dyn PageWrite)],
+        link: Option<&AtomicU64>,
+    ) -> u64 {
+        let images = |threshold, rec: &mut RecBuilder| {
             for (id, p) in pages.iter() {
                 if p.page_lsn() < threshold && !rec.has_image(*id) {
                     rec.prepend_image(*id, &**p);
                 }
             }
-        });
+        };
+        let lsn = self.wal.append_with_images(rec, images, link);
         for (_, p) in pages.iter_mut() {
             p.set_page_lsn(lsn);
         }

@@ -2,7 +2,6 @@
 //! changes, and the two steps of a split (half split, separator post).
 
 use crate::buffer::PinnedPage;
-use crate::chain::{Chain, push_undo, spin_lock};
 use crate::error::{PageId, Result};
 use crate::frame::PageMut;
 use crate::node;
@@ -277,30 +276,28 @@ impl Store {
             ..
         } = ctx;
         let old = had_old.then_some(old.as_slice());
-        // A lent transaction's chain is held from reading `prev` to recording
-        // the undo entry (see `crate::chain`).
-        let mut shared = chain.as_deref().map(spin_lock);
-        let prev = match &mut shared {
-            Some(c) => &mut c.prev,
-            None => prev,
-        };
-        let before = *prev;
+        // A lent transaction's `prev` is set as the log appends the record
+        // (see `crate::chain`): 0 until then.
+        let linked = chain.as_deref();
+        rec.begin(
+            *txn,
+            if linked.is_some() { 0 } else { *prev },
+            kind_of(mode),
+        );
         match mode {
-            LogMode::Undoable { table } => {
-                rec.begin(*txn, before, KIND_UPDATE);
-                rec.update_header(table, key, old);
-            }
-            LogMode::Compensation { undo_next } => {
-                rec.begin(*txn, before, KIND_CLR);
-                rec.clr_header(undo_next);
-            }
+            LogMode::Undoable { table } => rec.update_header(table, key, old),
+            LogMode::Compensation { undo_next } => rec.clr_header(undo_next),
         }
         rec.start_ops();
         op(rec);
-        *prev = self.log(rec, &mut [(id, g)]);
-        if let (Some(c), LogMode::Undoable { table }) = (&mut shared, mode) {
-            let Chain { undo, arena, .. } = &mut **c;
-            push_undo(undo, arena, table, key, old, before);
+        let lsn = self.log_linked(rec, &mut [(id, g)], linked.map(|c| &c.last));
+        match linked {
+            None => *prev = lsn,
+            Some(c) => {
+                if let LogMode::Undoable { table } = mode {
+                    c.push(table, key, old, rec.prev());
+                }
+            }
         }
     }
 
@@ -512,4 +509,12 @@ fn route<P: PageAccess>(
         node::child_at(g, node::child_index(g, key)),
         l - 1,
     ))
+}
+
+/// The record kind of a key change logged in `mode`.
+fn kind_of(mode: LogMode) -> u8 {
+    match mode {
+        LogMode::Undoable { .. } => KIND_UPDATE,
+        LogMode::Compensation { .. } => KIND_CLR,
+    }
 }

@@ -167,18 +167,34 @@ impl Wal {
     /// Never fails: the record is in the buffer; an error writing a full
     /// buffer is reported by the next explicit [`Wal::flush`] (commit,
     /// checkpoint, page write-back).
+    ///
+    /// With `link` (the last LSN of a transaction lent to several threads,
+    /// see [`crate::chain`]), the record's `prev` is set from it and it is
+    /// advanced to the record's LSN, both under the lock, so that the
+    /// transaction's records are linked in log order whichever thread
+    /// appends them; the checksum, which covers `prev`, is then computed
+    /// under the lock too.
     pub(crate) fn append_with_images(
         &self,
         rec: &mut RecBuilder,
         mut images: impl FnMut(u64, &mut RecBuilder),
+        link: Option<&AtomicU64>,
     ) -> u64 {
         let threshold = self.fpw_threshold.load(Ordering::Acquire);
         images(threshold, rec);
-        seal_record(rec.finish());
+        if link.is_none() {
+            seal_record(rec.finish());
+        }
         let st = lock(&self.state);
         let now = self.fpw_threshold.load(Ordering::Relaxed);
         if now != threshold {
             images(now, rec);
+        }
+        if let Some(link) = link {
+            rec.set_prev(link.load(Ordering::Relaxed));
+            link.store(st.next_lsn, Ordering::Relaxed);
+            seal_record(rec.finish());
+        } else if now != threshold {
             seal_record(rec.finish());
         }
         self.append_locked(st, rec.finish())

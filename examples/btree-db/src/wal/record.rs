@@ -56,6 +56,17 @@ impl RecBuilder {
         self.imaged.clear();
     }
 
+    /// The record's `prev` (see [`RecBuilder::begin`]).
+    pub(crate) fn prev(&self) -> u64 {
+        u64::from_le_bytes(self.buf[24..32].try_into().expect("a begun record"))
+    }
+
+    /// Sets the record's `prev` (a record of a lent transaction gets it as it
+    /// is appended: see [`crate::chain`]).
+    pub(crate) fn set_prev(&mut self, prev: u64) {
+        self.buf[24..32].copy_from_slice(&prev.to_le_bytes());
+    }
+
     pub(crate) fn update_header(&mut self, table: u32, key: &[u8], old: Option<&[u8]>) {
         self.buf.extend_from_slice(&table.to_le_bytes());
         self.buf
