@@ -107,6 +107,19 @@ pub(crate) struct RawLock(AtomicU64);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held(u64);
 
+#[cfg(test)]
+impl Held {
+    /// A token a test's stand-in for a lock hands out.
+    pub(crate) fn for_test(n: u64) -> Held {
+        Held(n)
+    }
+
+    /// What [`Held::for_test`] was given.
+    pub(crate) fn test_value(self) -> u64 {
+        self.0
+    }
+}
+
 impl RawLock {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {

@@ -173,3 +173,63 @@ pub(crate) fn push_undo(
         prev_lsn,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_of(arena: &[u8], e: &UndoEntry) -> u64 {
+        let (s, l) = e.key;
+        u64::from_be_bytes(arena[s as usize..(s + l) as usize].try_into().unwrap())
+    }
+
+    /// Entries from before the loan, then entries pushed from several threads (each
+    /// in an order of its own, as threads that share a stripe may push): taken back
+    /// in the order of their records, each with its own key and old value.
+    #[test]
+    fn taking_the_chain_merges_every_stripe_in_record_order() {
+        let (mut undo, mut arena) = (Vec::new(), Vec::new());
+        for lsn in [1u64, 2, 3] {
+            push_undo(&mut undo, &mut arena, 7, &lsn.to_be_bytes(), None, lsn);
+        }
+        let chain = Chain::new(3, undo, arena);
+        std::thread::scope(|s| {
+            for th in 0..5u64 {
+                let chain = &chain;
+                s.spawn(move || {
+                    let mut lsns: Vec<u64> = (0..5).map(|k| 10 + th + 5 * k).collect();
+                    if th % 2 == 1 {
+                        lsns.reverse();
+                    }
+                    for lsn in lsns {
+                        let old = [lsn as u8; 5];
+                        let old = (lsn % 3 != 0).then_some(&old[..]);
+                        chain.push(7, &lsn.to_be_bytes(), old, lsn);
+                    }
+                });
+            }
+        });
+        // This thread's own stripe, out of order too.
+        chain.push(7, &41u64.to_be_bytes(), None, 41);
+        chain.push(7, &40u64.to_be_bytes(), None, 40);
+        let (last, undo, arena) = chain.take();
+        assert_eq!(last, 3, "the log advances `last`, pushes do not");
+        let lsns: Vec<u64> = undo.iter().map(|e| e.prev_lsn).collect();
+        let want: Vec<u64> = [1, 2, 3]
+            .into_iter()
+            .chain(10..35)
+            .chain([40, 41])
+            .collect();
+        assert_eq!(lsns, want);
+        for e in &undo {
+            assert_eq!(key_of(&arena, e), e.prev_lsn);
+            let lsn = e.prev_lsn;
+            let old = e
+                .old
+                .map(|(s, l)| arena[s as usize..(s + l) as usize].to_vec());
+            let want = ((10..40).contains(&lsn) && lsn % 3 != 0).then(|| vec![lsn as u8; 5]);
+            assert_eq!(old, want, "old value of {lsn}");
+        }
+        assert!(chain.take().1.is_empty(), "taking leaves the chain empty");
+    }
+}

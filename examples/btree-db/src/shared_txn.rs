@@ -486,9 +486,11 @@ impl Drop for SharedTxn<'_, '_> {
 struct Opened {
     /// Roots (never 0), filled from the start.
     roots: [AtomicU32; OPENED],
+    /// The rest, once `roots` is full (a transaction with that many tables open).
+    more: Mutex<Vec<PageId>>,
 }
 
-/// Tables [`Opened`] keeps; past them, each thread opens a table for itself.
+/// Tables [`Opened`] keeps without a lock.
 const OPENED: usize = 30;
 
 impl Opened {
@@ -500,7 +502,7 @@ impl Opened {
                 _ => {}
             }
         }
-        false
+        spin_lock(&self.more).contains(&root)
     }
 
     fn insert(&self, root: PageId) {
@@ -510,6 +512,10 @@ impl Opened {
                 Err(x) if x == root => return,
                 Err(_) => {}
             }
+        }
+        let mut more = spin_lock(&self.more);
+        if !more.contains(&root) {
+            more.push(root);
         }
     }
 }

@@ -201,6 +201,18 @@ fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {
 /// must be back to its committed value and no inserted row may remain.
 #[test]
 fn parallel_writes_of_one_transaction_are_undone_by_abort_and_by_recovery() {
+    undone_by_abort_and_by_recovery(4, 3);
+}
+
+/// As above with more threads than the handle has stripes (16): threads that share a
+/// stripe record their undo entries there in whatever order they get its mutex,
+/// which need not be the order of their log records; the chain sorts them back.
+#[test]
+fn writes_of_threads_sharing_a_stripe_are_undone_in_log_order() {
+    undone_by_abort_and_by_recovery(20, 1);
+}
+
+fn undone_by_abort_and_by_recovery(threads: u32, rounds: u32) {
     for crash in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
@@ -224,10 +236,10 @@ fn parallel_writes_of_one_transaction_are_undone_by_abort_and_by_recovery() {
             {
                 let s = txn.share();
                 std::thread::scope(|sc| {
-                    for th in 0..4u32 {
+                    for th in 0..threads {
                         let s = &s;
                         sc.spawn(move || {
-                            for round in 0..3u32 {
+                            for round in 0..rounds {
                                 for j in 0..300u32 {
                                     // A different order per thread and round.
                                     let i = (j * (2 * th + 1) + round * 37) % 300;
@@ -269,7 +281,7 @@ fn parallel_writes_of_one_transaction_are_undone_by_abort_and_by_recovery() {
                 if crash { "recovery" } else { "abort" }
             );
         }
-        for i in 10_000..10_400u32 {
+        for i in 10_000..10_000 + threads * 100 {
             assert!(!check.get_into(t, &key(i), &mut out).unwrap());
         }
         check.commit().unwrap();
@@ -429,6 +441,45 @@ fn a_table_opened_by_one_thread_is_opened_for_the_others() {
         assert_eq!(s.locks_held(), 5);
     }
     assert_eq!(txn.locks_held(), 5);
+    txn.commit().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}
+
+/// Past the tables a lent transaction keeps in its lock-free set (30), a table one
+/// thread opened is still opened for the others: they take no table lock of their own.
+#[test]
+fn with_many_tables_open_a_table_opened_by_one_thread_is_opened_for_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_millis(200));
+    let tables: Vec<_> = (0..34)
+        .map(|i| db.create_table(&format!("t{i}")).unwrap())
+        .collect();
+    let mut setup = db.begin();
+    for &t in &tables {
+        setup.put(t, &key(0), b"v").unwrap();
+    }
+    setup.commit().unwrap();
+    let mut txn = db.begin();
+    {
+        let s = txn.share();
+        // Every table opened here, on this thread: a table lock and a record lock each.
+        for &t in &tables {
+            s.get_into(t, &key(0), &mut Vec::new()).unwrap();
+        }
+        assert_eq!(s.locks_held(), 2 * tables.len());
+        std::thread::scope(|sc| {
+            for th in 1..4u32 {
+                let (s, tables) = (&s, &tables);
+                sc.spawn(move || {
+                    for &t in tables {
+                        assert!(!s.get_into(t, &key(th), &mut Vec::new()).unwrap());
+                    }
+                });
+            }
+        });
+        // A record lock per key read, and no other table lock.
+        assert_eq!(s.locks_held(), 2 * tables.len() + 3 * tables.len());
+    }
     txn.commit().unwrap();
     assert_eq!(db.pins_and_locks(), (0, 0));
 }

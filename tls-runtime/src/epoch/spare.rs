@@ -6,7 +6,9 @@
 //! whose iterations last a microsecond. Each thread keeps one of each, taken when
 //! needed and given back empty, so a loop in its steady state allocates nothing for
 //! them. A buffer is taken out (not borrowed), so a commit that runs a commit-time
-//! action that commits a loop of its own simply finds none and allocates.
+//! action that commits a loop of its own simply finds none and allocates. A write
+//! log goes back to the thread that commits its epoch, which need not be the one
+//! that logged it; threads that both run and commit epochs each keep one.
 
 use super::{LoggedSlot, WriteRecord};
 use crate::sync::Held;
