@@ -62,9 +62,10 @@ impl LoopSite {
     /// Short iterations are grouped so that an epoch lasts about [`TARGET_EPOCH`] and
     /// the per-epoch cost (claiming, publishing, committing: a few cache-line
     /// transfers) stays small. A site none of whose epochs has ever rolled back aims
-    /// at [`QUIET_TARGET_EPOCH`] instead, and goes there at once: the busy time per
-    /// item includes the per-epoch cost spread over the chunk, so it can only
-    /// overstate an item and the chunk undershoot, and a new site's first run, one
+    /// at [`QUIET_TARGET_EPOCH`] instead, and goes there at once: the time per item
+    /// is the epochs' own run time (see `Votes`) spread over their items, with the
+    /// per-iteration costs of speculation in it, so it can only overstate an item
+    /// and the chunk undershoot, and a new site's first run, one
     /// iteration an epoch at first, reaches its epoch length in a window or two.
     /// The first rollback ends that for good: longer epochs can turn a dependence
     /// that shorter ones straddled into violations of every epoch, and a site that

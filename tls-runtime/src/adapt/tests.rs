@@ -407,3 +407,25 @@ fn a_run_of_unknown_length_is_cut_as_long_as_the_last_run() {
     assert_eq!(site.run_length(50), 50, "the iterator's own bound first");
     assert!(site.chunk_for_run(site.run_length(0), 2) < long);
 }
+
+/// A thread that commits a burst of epochs its sibling ran (they finished while it
+/// ran a long one) sizes the chunk from those epochs' own run times, not from the
+/// moment it took to commit them.
+#[test]
+fn a_burst_of_commits_sizes_the_chunk_by_the_epochs_own_time() {
+    use crate::rules::QUIET_TARGET_EPOCH;
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    let ts = crate::report::ThreadStats::default();
+    let mut votes = super::Votes::new(true, false);
+    let per_item = Duration::from_micros(10);
+    // One iteration an epoch, WINDOW of them committed at once: a full tally.
+    for _ in 0..WINDOW {
+        votes.epoch(false, 1, per_item, &site, &w, &ts);
+    }
+    let want = (QUIET_TARGET_EPOCH.as_micros() / per_item.as_micros()) as usize;
+    assert!(
+        (want / 2..=want * 2).contains(&site.chunk()),
+        "chunk {} for {per_item:?} iterations, want about {want}",
+        site.chunk()
+    );
+}

@@ -68,7 +68,8 @@ where
                     return;
                 }
             }
-            loop {
+            let began = Instant::now();
+            let end = loop {
                 let t0 = self.stamp();
                 let attempt = self.attempt(&cx, &mut work);
                 if let (Some(name), Some(t0)) = (&self.trace, t0)
@@ -100,7 +101,9 @@ where
                     Attempt::Panicked(p) => break EpochEnd::Panic(p),
                     Attempt::AwaitHomefree => break EpochEnd::RerunHomefree,
                 }
-            }
+            };
+            work.ran += began.elapsed();
+            end
         };
         if matches!(end, EpochEnd::Control(Control::Continue))
             && self.watermark.load(Ordering::Acquire) == index

@@ -57,13 +57,7 @@ where
             drop(c);
             self.ring.slot(index).reset(make_tag(self.serial, index));
             let done = Done {
-                work: Work {
-                    index,
-                    items: Vec::new(),
-                    snaps: Vec::new(),
-                    rolled_back: false,
-                    finished: None,
-                },
+                work: Work::new(index, Vec::new()),
                 segment: 0,
                 logs: Logs::default(),
                 end: EpochEnd::IterPanic(p),
@@ -111,12 +105,6 @@ where
             "a loop ran more than 2^32 epochs"
         );
         c.next += 1;
-        Claimed::Epoch(Work {
-            index,
-            items,
-            snaps: Vec::new(),
-            rolled_back: false,
-            finished: None,
-        })
+        Claimed::Epoch(Work::new(index, items))
     }
 }

@@ -147,6 +147,7 @@ where
     ) -> EpochEnd<R> {
         let index = work.index;
         let t0 = self.stamp();
+        let began = Instant::now();
         let detail = cause.map(describe_violation);
         self.roll_back(cx, work, target, cause, ts);
         let end = loop {
@@ -166,6 +167,7 @@ where
                 }
             }
         };
+        work.ran += began.elapsed();
         if let (Some(name), Some(t0)) = (&self.trace, t0) {
             trace::span(SpanKind::Rerun, name, index, t0, Instant::now(), detail);
         }
@@ -193,6 +195,7 @@ where
         votes.epoch(
             work.rolled_back,
             work.items.len(),
+            work.useful(),
             self.site,
             &self.window,
             ts,

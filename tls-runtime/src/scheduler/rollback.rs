@@ -43,6 +43,7 @@ where
         let end = work.finished.take().unwrap_or_else(Instant::now);
         let lost = end.saturating_duration_since(work.snaps[target as usize].started);
         ts.wasted += lost;
+        work.lost += lost;
         ts.unwound(cx.take_unwinding());
         ts.rollbacks += 1;
         self.site.note_rollback();

@@ -8,7 +8,7 @@ use crate::epoch::Cause;
 use crate::epoch::Logs;
 use crate::sync::Mutex;
 use crossbeam_utils::CachePadded;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where a segment of an epoch starts: the epoch's start (segment 0) or a checkpoint.
 pub(super) struct Snapshot<S> {
@@ -32,6 +32,32 @@ pub(super) struct Work<T, S> {
     /// When its last attempt finished, while it waits (published) for commit: a
     /// violation found then loses the work up to this moment, not the wait.
     pub(super) finished: Option<Instant>,
+    /// Time its attempts ran, and the part of it rollbacks threw away: the
+    /// difference is the work it took, counted for automatic chunking by whichever
+    /// thread commits it.
+    pub(super) ran: Duration,
+    pub(super) lost: Duration,
+}
+
+impl<T, S> Work<T, S> {
+    /// A claimed epoch of `items`, not yet run.
+    pub(super) fn new(index: u64, items: Vec<T>) -> Self {
+        Work {
+            index,
+            items,
+            snaps: Vec::new(),
+            rolled_back: false,
+            finished: None,
+            ran: Duration::ZERO,
+            lost: Duration::ZERO,
+        }
+    }
+
+    /// The work the epoch took: the time its attempts ran, less what rollbacks
+    /// threw away.
+    pub(super) fn useful(&self) -> Duration {
+        self.ran.saturating_sub(self.lost)
+    }
 }
 
 /// How a finished epoch ended.
