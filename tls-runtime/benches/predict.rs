@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p tls-runtime --bench predict`; `BENCH_THREADS=2,4,8,16` measures at
 //! each of those thread counts instead of 2 alone (on a machine with that many cores).
+//! The last line checks the machine: plain threads on an independent loop, before and
+//! after, so that a run on a disturbed machine says so.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -171,6 +173,8 @@ fn main() {
             })
     };
     let counts = thread_counts();
+    let most = counts.iter().copied().max().unwrap_or(2);
+    let before = machine_check(most);
     let mut header = format!("{:<20}", "loop (2000 x ~10us)");
     for n in &counts {
         header += &format!(
@@ -210,6 +214,43 @@ fn main() {
         }
         println!("{line}");
     }
+    let after = machine_check(most);
+    let verdict = if before.min(after) < 0.9 * most as f64 {
+        "the machine was disturbed: run again before reading the measured column"
+    } else {
+        "the machine was quiet enough"
+    };
+    println!(
+        "machine check, {most} plain threads on an independent loop: {before:.2}x before, \
+         {after:.2}x after ({verdict})"
+    );
+}
+
+/// What the machine itself gives `threads` plain threads now: an independent loop's
+/// iterations split between scoped threads (no runtime), against the whole loop on
+/// one, medians of five interleaved runs. On a shared machine another tenant can take
+/// a core for seconds; well below `threads`x, the measured column of the same run
+/// describes the machine more than the loop.
+fn machine_check(threads: usize) -> f64 {
+    let body = |items: std::ops::Range<usize>| {
+        for i in items {
+            work(iters(), i as u64);
+        }
+    };
+    let (mut one, mut all) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        body(0..EPOCHS);
+        one.push(t.elapsed());
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for k in 0..threads {
+                s.spawn(move || body(k * EPOCHS / threads..(k + 1) * EPOCHS / threads));
+            }
+        });
+        all.push(t.elapsed());
+    }
+    median(one).as_secs_f64() / median(all).as_secs_f64()
 }
 
 /// The thread counts to measure at: `BENCH_THREADS` (comma-separated), else 2.
