@@ -59,7 +59,9 @@
 //!   speculation off for a loop site ([`LoopSite`], `site.rs`) when its epochs mostly
 //!   roll back or its threads' committed work does not beat in-order execution
 //!   (judged per `window.rs` from each thread's `votes.rs`), probing it again later
-//!   with exponential backoff, so a loop with a true dependence chain runs at about
+//!   with exponential backoff (a stretch in order lasts at most 100 ms, so a verdict
+//!   taken while the machine was disturbed does not outlive the disturbance for
+//!   long), so a loop with a true dependence chain runs at about
 //!   the speed of the plain loop; the scheduler then runs the site's in-order
 //!   stretches (`scheduler/in_order.rs`).
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short

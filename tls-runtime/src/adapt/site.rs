@@ -6,8 +6,9 @@ use crate::sync::lock_std;
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
@@ -17,6 +18,20 @@ pub(crate) const MIN_BACKOFF: u64 = 32;
 /// the loop, at this length it is under half a percent. A loop reaches it only after
 /// eleven failed probes in a row.
 pub(crate) const MAX_BACKOFF: u64 = 65536;
+/// Longest time an in-order stretch lasts, however many epochs its backoff allows.
+/// A verdict taken while the machine was disturbed (a core taken by another tenant
+/// for a while, so that two threads ran no faster than one) must not keep a loop
+/// that does pay in order for seconds after the machine recovered; a loop that never
+/// pays probes at least this often, a window of re-runs each time (for a full
+/// dependence chain of 20 us iterations, some 0.6 ms per 100 ms).
+pub(crate) const MAX_STRETCH: Duration = Duration::from_millis(100);
+
+/// Nanoseconds since the first call in this process: a time an atomic can hold.
+fn now_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    // At least 1: 0 is "no stretch".
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+}
 
 /// The adaptive state of one loop site.
 #[derive(Debug)]
@@ -47,6 +62,8 @@ pub struct LoopSite {
     /// A worker came for the loop during an in-order stretch held back for want of
     /// one (see [`LoopSite::worker_arrived`]).
     worker_arrived: AtomicBool,
+    /// When the current in-order stretch began ([`now_ns`]; 0: none).
+    stretch_began: AtomicU64,
 }
 
 /// Why a loop site runs a stretch of epochs in order (reported per run, see
@@ -103,6 +120,7 @@ impl LoopSite {
             slow_windows: AtomicU32::new(LAST_PAID),
             held_back: AtomicU8::new(HeldBack::DidNotPay as u8),
             worker_arrived: AtomicBool::new(false),
+            stretch_began: AtomicU64::new(0),
         }
     }
 
@@ -146,17 +164,34 @@ impl LoopSite {
         self.worker_arrived.load(Relaxed)
     }
 
-    /// `n` epochs ran in order; after `backoff` of them, or once a worker arrived
-    /// during a stretch held back for want of one, probe speculation again.
-    /// Returns whether speculation resumes now.
+    /// Whether the in-order stretch has lasted [`MAX_STRETCH`].
+    pub(crate) fn stretch_expired(&self) -> bool {
+        self.stretch_expired_at(now_ns())
+    }
+
+    fn stretch_expired_at(&self, now: u64) -> bool {
+        let began = self.stretch_began.load(Relaxed);
+        began != 0 && now.saturating_sub(began) >= MAX_STRETCH.as_nanos() as u64
+    }
+
+    /// `n` epochs ran in order; after `backoff` of them, after [`MAX_STRETCH`], or
+    /// once a worker arrived during a stretch held back for want of one, probe
+    /// speculation again. Returns whether speculation resumes now.
     pub(crate) fn ran_in_order(&self, n: u64) -> bool {
+        self.ran_in_order_at(n, now_ns())
+    }
+
+    /// [`LoopSite::ran_in_order`] at time `now` ([`now_ns`]; the tests use a clock
+    /// of their own).
+    pub(super) fn ran_in_order_at(&self, n: u64, now: u64) -> bool {
         let left = self.in_order_left.load(Relaxed).saturating_sub(n);
         let arrived = self.worker_arrived.load(Relaxed);
-        if left == 0 || arrived {
+        if left == 0 || arrived || self.stretch_expired_at(now) {
             if arrived {
                 self.worker_arrived.store(false, Relaxed);
             }
             self.in_order_left.store(0, Relaxed);
+            self.stretch_began.store(0, Relaxed);
             self.in_order.store(false, Relaxed);
             return true;
         }
@@ -174,6 +209,11 @@ impl LoopSite {
     /// cost of probing a loop that never pays), and rollbacks and a missing worker
     /// are not timing noise: they count at once.
     pub(crate) fn judge(&self, verdict: Verdict) {
+        self.judge_at(verdict, now_ns());
+    }
+
+    /// [`LoopSite::judge`] at time `now` ([`now_ns`]).
+    pub(super) fn judge_at(&self, verdict: Verdict, now: u64) {
         let backoff = self.backoff.load(Relaxed);
         let state = self.slow_windows.load(Relaxed);
         if verdict == Verdict::SlowOnce && state == LAST_PAID {
@@ -196,11 +236,13 @@ impl LoopSite {
             // once the workers are back.
             self.held_back.store(HeldBack::NoWorkers as u8, Relaxed);
             self.in_order_left.store(backoff, Relaxed);
+            self.stretch_began.store(now, Relaxed);
             self.in_order.store(true, Relaxed);
         } else {
             self.held_back.store(HeldBack::DidNotPay as u8, Relaxed);
             self.in_order_left.store(backoff, Relaxed);
             self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
+            self.stretch_began.store(now, Relaxed);
             self.in_order.store(true, Relaxed);
         }
     }

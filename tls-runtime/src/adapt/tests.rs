@@ -429,3 +429,27 @@ fn a_burst_of_commits_sizes_the_chunk_by_the_epochs_own_time() {
         site.chunk()
     );
 }
+
+/// An in-order stretch ends after `MAX_STRETCH` whatever its backoff: a verdict taken
+/// while the machine was disturbed does not keep a loop in order for seconds.
+#[test]
+fn an_in_order_stretch_lasts_at_most_max_stretch() {
+    use super::site::MAX_STRETCH;
+    let site = LoopSite::new();
+    let t0 = 1_000u64;
+    // Enough failed probes for a long backoff.
+    for _ in 0..12 {
+        site.judge_at(Verdict::Lost, t0);
+        while !site.ran_in_order_at(u64::MAX / 4, t0) {}
+    }
+    site.judge_at(Verdict::Lost, t0);
+    assert!(site.in_order() && site.in_order_budget() >= 32_768);
+    let max = MAX_STRETCH.as_nanos() as u64;
+    assert!(
+        !site.ran_in_order_at(1, t0 + max - 1),
+        "still within the stretch"
+    );
+    assert!(site.in_order());
+    assert!(site.ran_in_order_at(1, t0 + max), "over after MAX_STRETCH");
+    assert!(!site.in_order());
+}
