@@ -128,21 +128,17 @@ impl Chain {
         let bytes = parts.iter().map(|p| p.arena.len()).sum();
         let (mut undo, mut arena) = (Vec::with_capacity(order.len()), Vec::with_capacity(bytes));
         for (_, p, i) in order {
-            let e = &parts[p].undo[i];
-            let src = &parts[p].arena;
-            let mut stash = |(start, len): (u32, u32)| {
-                let at = arena.len() as u32;
-                arena.extend_from_slice(&src[start as usize..(start + len) as usize]);
-                (at, len)
-            };
-            let key = stash(e.key);
-            let old = e.old.map(&mut stash);
-            undo.push(UndoEntry {
-                table: e.table,
-                key,
+            let (e, src) = (&parts[p].undo[i], &parts[p].arena);
+            let bytes = |(start, len): (u32, u32)| &src[start as usize..(start + len) as usize];
+            let old = e.old.map(bytes);
+            push_undo(
+                &mut undo,
+                &mut arena,
+                e.table,
+                bytes(e.key),
                 old,
-                prev_lsn: e.prev_lsn,
-            });
+                e.prev_lsn,
+            );
         }
         (last, undo, arena)
     }
