@@ -371,10 +371,11 @@ pub(crate) fn outer_mut_names(
 /// The calls in `block` that start threads, with how to name each: a call whose path
 /// ends in one of [`symbol::THREAD_STARTS`], or `spawn` / `spawn_scoped` on a
 /// `thread::Builder::new()` chain. Closures count (they may run in the epoch), except
-/// the arguments of [`symbol::NON_SPECULATIVE_CALLS`] (`on_commit(|| ..)` is where a
-/// thread may start); nested items do not (they are not the loop's code). This reads
-/// syntax only: a start behind a `use` of the bare name, inside a macro's arguments, or
-/// in a function the body calls is not seen.
+/// the arguments of [`symbol::NON_SPECULATIVE_CALLS`] and of `tls_runtime::scope`
+/// (`on_commit(|| ..)` and `when_homefree(|| ..)` are where a thread may start);
+/// nested items do not (they are not the loop's code). This reads syntax only: a start
+/// behind a `use` of the bare name, inside a macro's arguments, or in a function the
+/// body calls is not seen.
 pub(crate) fn thread_starts(block: &syn::Block) -> Vec<(&Expr, String)> {
     fn path_names(p: &syn::Path) -> Vec<String> {
         p.segments.iter().map(|s| s.ident.to_string()).collect()
@@ -395,9 +396,11 @@ pub(crate) fn thread_starts(block: &syn::Block) -> Vec<(&Expr, String)> {
                         {
                             self.0.push((&c.func, names.join("::")));
                         }
+                        let (a, b) = symbol::RUNTIME_SCOPE;
                         if names
                             .last()
                             .is_some_and(|n| symbol::NON_SPECULATIVE_CALLS.contains(&n.as_str()))
+                            || ends_in(&names, a, b)
                         {
                             return;
                         }

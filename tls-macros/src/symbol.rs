@@ -36,10 +36,19 @@ pub(crate) const THREAD_STARTS: &[(&str, &str)] = &[
 ];
 
 /// The runtime's plain functions whose closure runs outside speculation (at commit,
-/// escaped, or as an undo action): a thread started there is not the epoch's, so the
-/// check of [`THREAD_STARTS`] skips their arguments.
-pub(crate) const NON_SPECULATIVE_CALLS: &[&str] =
-    &["on_commit", "escape", "escape_checked", "on_violation"];
+/// escaped, as an undo action, or once the iteration is homefree): a thread started
+/// there is not the epoch's, so the check of [`THREAD_STARTS`] skips their arguments.
+pub(crate) const NON_SPECULATIVE_CALLS: &[&str] = &[
+    "on_commit",
+    "escape",
+    "escape_checked",
+    "on_violation",
+    "when_homefree",
+];
+
+/// `tls_runtime::scope`: [`std::thread::scope`] once the iteration is homefree. Only
+/// with its crate's name in the path, since a bare `scope` may be any other.
+pub(crate) const RUNTIME_SCOPE: (&str, &str) = ("tls_runtime", "scope");
 
 /// `#[escape(check = path)]`.
 pub(crate) const CHECK: &str = "check";

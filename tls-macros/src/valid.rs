@@ -122,8 +122,10 @@ fn thread_start_message(name: &str) -> String {
         "`{name}` in a `#[tls_loop]` body: threads started by an iteration run outside its \
          epoch, so what they write to speculative data is neither kept back until the \
          iteration commits nor undone when it rolls back, and the result can differ from the \
-         sequential loop's; start the threads before or after the loop, or from an \
-         `#[on_commit]` function (it runs when the iteration commits)"
+         sequential loop's; start them with `tls_runtime::scope` instead (it runs them once \
+         every earlier iteration has committed; `tls_runtime::when_homefree(|| ..)` does \
+         the same for any call), before or after the loop, or from an `#[on_commit]` \
+         function (it runs when the iteration commits)"
     )
 }
 

@@ -53,7 +53,8 @@
 //!   made from inside another access's closure.
 //! - `escape.rs` runs calls non-speculatively ([`escape()`]) with undo actions
 //!   ([`on_violation()`]); `deferred.rs` delays work to commit ([`on_commit()`],
-//!   [`Accumulator`]).
+//!   [`Accumulator`]); `homefree.rs` ends speculation for the rest of an iteration
+//!   ([`when_homefree`], [`scope`]: threads started by an iteration).
 //! - `adapt/` groups very short iterations into one epoch (`chunk.rs`: about 10 us an
 //!   epoch, 80 us while the site has never rolled back), and turns
 //!   speculation off for a loop site ([`LoopSite`], `site.rs`) when its epochs mostly
@@ -151,16 +152,21 @@
 //! body and `break`, or collect the items before the loop. (A nested loop inside an
 //! epoch runs in order, as part of that epoch: its iterator may read what it likes.)
 //!
-//! **Not supported, detected only in part:** threads spawned inside an epoch that write
-//! speculative data (their writes are not the epoch's, so they are not held back until
-//! it commits and a rollback does not undo them). `#[tls_loop]` refuses a body that
-//! calls `thread::spawn`, `thread::scope`, `thread::Builder::new().spawn(..)` or
-//! `rayon::spawn`, `rayon::scope`, `rayon::join`, written with their module path (also
-//! where the threads would only read); it reads syntax, so a bare name brought in by
-//! `use`, a call inside another macro's arguments, a thread started in a function the
-//! body calls, or in a closure given to [`Loop::run`] or [`for_each`], is not
-//! detected. Do the work in the epoch, or start the thread from an `on_commit` action
-//! (the check skips the closures given to `on_commit`, `escape` and `on_violation`).
+//! **Threads started by an iteration** go through [`scope`] ([`std::thread::scope`]
+//! once every earlier iteration has committed) or [`when_homefree`] (any call, such as
+//! a library with threads of its own): the iteration commits what it did so far and
+//! runs the rest as plain code, so its threads read and write speculative data as the
+//! sequential loop's would, once. Threads started any other way and writing
+//! speculative data are **not supported, and detected only in part**: their writes
+//! are not the epoch's, so they are not held back until it commits and a rollback does
+//! not undo them. `#[tls_loop]` refuses a body that calls `thread::spawn`,
+//! `thread::scope`, `thread::Builder::new().spawn(..)` or `rayon::spawn`,
+//! `rayon::scope`, `rayon::join`, written with their module path (also where the
+//! threads would only read); it reads syntax, so a bare name brought in by `use`, a
+//! call inside another macro's arguments, a thread started in a function the body
+//! calls, or in a closure given to [`Loop::run`] or [`for_each`], is not detected.
+//! (The check skips the closures given to `on_commit`, `escape`, `on_violation`,
+//! `when_homefree` and `tls_runtime::scope`.)
 
 mod adapt;
 mod advice;
@@ -169,6 +175,7 @@ mod control;
 mod deferred;
 mod epoch;
 mod escape;
+mod homefree;
 mod inject;
 mod json;
 mod live_loops;
@@ -196,6 +203,7 @@ pub use config::{Mode, default_threads, mode};
 pub use control::{Control, LoopOutcome, Step};
 pub use deferred::{Accumulator, on_commit};
 pub use escape::{EscapeLock, escape, escape_checked, is_speculative, on_violation};
+pub use homefree::{scope, when_homefree};
 pub use inject::inject_violations;
 pub use loop_builder::Loop;
 pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};

@@ -31,7 +31,7 @@ mod vec;
 
 pub(crate) use consume::sweep_graves;
 pub use lines::{LINE_SIZE, SpecMemory};
-use log::publish_prefix;
+pub(crate) use log::publish_prefix;
 pub(crate) use log::{CommitOutcome, commit_epoch, undo_to};
 pub use map::SpecMap;
 pub use spec::Spec;

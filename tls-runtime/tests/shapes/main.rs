@@ -468,4 +468,39 @@ fn a_node_written_across_a_checkpoint_while_its_link_is_replaced() {
     });
 }
 
+/// A helper that fans an iteration's work out to threads through `tls_runtime::scope`:
+/// the threads read what earlier iterations wrote, and write for later ones.
+fn fan_out(cells: &SpecVec<u64>, total: &Spec<u64>, i: usize) {
+    let previous = if i > 0 { cells.get(i - 1) } else { 1 };
+    tls_runtime::scope(|s| {
+        for part in 0..3u64 {
+            // Additions commute: the scope's threads may run in any order.
+            s.spawn(move || total.update(|t| *t += part * previous));
+        }
+        s.spawn(|| cells.set(i, (previous * 3 + i as u64) % 1_000_003));
+    });
+}
+
+#[test]
+fn threads_started_by_an_iteration_through_scope() {
+    const N: usize = 60;
+    let want = {
+        let (cells, total) = (SpecVec::from(vec![0u64; N]), Spec::new(0u64));
+        for i in 0..N {
+            fan_out(&cells, &total, i);
+        }
+        (cells.into_vec(), total.into_inner())
+    };
+    each_schedule(|threads| {
+        let (cells, total) = (SpecVec::from(vec![0u64; N]), Spec::new(0u64));
+        Loop::new().threads(threads).run(0..N, |i| {
+            spin(3);
+            fan_out(&cells, &total, i);
+            Control::<()>::Continue
+        });
+        let got = (cells.into_vec(), total.into_inner());
+        assert_eq!(got, want, "{threads} threads");
+    });
+}
+
 mod commit_actions;

@@ -49,6 +49,18 @@ fn notify(out: &'static SpecVec<u64>, n: usize) {
     }
 }
 
+// Threads started once the iteration is homefree: accepted.
+#[tls_loop]
+fn fan_out(out: &SpecVec<u64>, rows: &[Vec<u64>]) {
+    for (i, row) in rows.iter().enumerate() {
+        tls_runtime::scope(|s| {
+            s.spawn(|| out.set(i, row.iter().sum()));
+        });
+        let n = tls_runtime::when_homefree(|| std::thread::scope(|_| row.len()));
+        out.update(i, |v| *v += n as u64);
+    }
+}
+
 fn helper(i: usize) -> u64 {
     std::thread::scope(|_| i as u64)
 }
