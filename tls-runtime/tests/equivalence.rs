@@ -6,8 +6,9 @@
 //! The programs use the shapes users write, not only the ones the runtime was built
 //! for: containers made, used and consumed inside an iteration, nodes (`Arc<Spec>`)
 //! created by one iteration and followed by later ones, accesses nested in `update`
-//! closures, panics inside closures and commit-time actions, and a plain thread
-//! updating shared data while the loop runs.
+//! closures, panics inside closures and commit-time actions, a plain thread updating
+//! shared data while the loop runs, and threads an iteration starts through
+//! `tls_runtime::scope`.
 
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -63,6 +64,9 @@ enum Op {
     Unlink(u64),
     /// One increment of a counter that a plain thread increments at the same time.
     Shared,
+    /// `vec[k] += h` by a thread the iteration starts through `tls_runtime::scope`;
+    /// the new value folds into `h`.
+    Threads(u64),
 }
 
 fn target() -> impl Strategy<Value = Target> {
@@ -93,6 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..64u64).prop_map(Op::Follow),
         1 => (0..64u64).prop_map(Op::Unlink),
         1 => Just(Op::Shared),
+        1 => (0..64u64).prop_map(Op::Threads),
     ]
 }
 
@@ -274,6 +279,11 @@ fn run_plain(p: &Program) -> Final {
                 }
                 Op::Unlink(k) => nodes[key(k, i, p.stride, NODES) as usize] = None,
                 Op::Shared => shared += 1,
+                Op::Threads(k) => {
+                    let s = &mut vec[key(k, i, p.stride, VEC_LEN) as usize];
+                    *s = s.wrapping_add(h);
+                    h = h.wrapping_mul(31).wrapping_add(*s);
+                }
             }
         }
     }
@@ -398,6 +408,19 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
                 }
                 Op::Unlink(k) => nodes.set(key(k, i, p.stride, NODES) as usize, None),
                 Op::Shared => shared.update(|s| *s += 1),
+                Op::Threads(k) => {
+                    let a = key(k, i, p.stride, VEC_LEN) as usize;
+                    let v = tls_runtime::scope(|s| {
+                        let t = s.spawn(|| {
+                            vec.update(a, |x| {
+                                *x = x.wrapping_add(h);
+                                *x
+                            })
+                        });
+                        t.join().unwrap()
+                    });
+                    h = h.wrapping_mul(31).wrapping_add(v);
+                }
                 Op::Exit(kind, m) => {
                     if h % m == 0 {
                         match kind {
