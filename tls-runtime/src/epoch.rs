@@ -168,6 +168,9 @@ pub(crate) struct EpochCx {
     /// Times this epoch gave way on a busy lock inside another access's closure
     /// (see `memory::nesting`).
     pub(crate) gave_way: Cell<u32>,
+    /// Waits at synchronized loads (`adapt::synced`): the load and how long, for the
+    /// report.
+    pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration)>>,
 }
 
 /// The unwinding payload that carries a rollback to the epoch runner.
@@ -201,6 +204,7 @@ impl EpochCx {
             profile: RefCell::new(None),
             profiling: Cell::new(false),
             gave_way: Cell::new(0),
+            synced_waits: RefCell::new(Vec::new()),
         }
     }
 

@@ -66,6 +66,7 @@ pub(crate) fn maybe_violate(cx: &EpochCx) {
             store: here,
             load: here,
             load_ordinal: 0,
+            real: false,
         });
     }
 }

@@ -64,7 +64,9 @@
 //!   taken while the machine was disturbed does not outlive the disturbance for
 //!   long), so a loop with a true dependence chain runs at about
 //!   the speed of the plain loop; the scheduler then runs the site's in-order
-//!   stretches (`scheduler/in_order.rs`).
+//!   stretches (`scheduler/in_order.rs`). A load that violates most epochs is
+//!   *synchronized* (`synced.rs`): epochs wait there until homefree instead of
+//!   reading early and rolling back ([`LoopReport::synchronized`]).
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
 //!   while after, then park. `report.rs` collects what each loop did
 //!   ([`last_report`]); `sink.rs` and `trace.rs` write `TLS_REPORT` JSON and the
@@ -208,7 +210,7 @@ pub use inject::inject_violations;
 pub use loop_builder::Loop;
 pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};
 pub use profile::PREDICTED_CORES;
-pub use report::{Dependence, LoopReport, RunMode, SourceLocation, last_report};
+pub use report::{Dependence, LoopReport, RunMode, SourceLocation, SyncedLoad, last_report};
 pub use run::{for_each, poll};
 pub use tls_macros::{checkpoint, escape, on_commit, on_violation, tls_loop};
 

@@ -72,6 +72,19 @@ pub struct Dependence {
     pub advice: Option<Advice>,
 }
 
+/// A synchronized load: one that violated most of the epochs that ran it, where
+/// epochs now wait until they are homefree (every earlier epoch committed) and then
+/// read the committed value, keeping the work they did before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyncedLoad {
+    /// The load's source line.
+    pub load: SourceLocation,
+    /// Epochs that waited there in this run.
+    pub waits: u64,
+    /// Time they waited, summed (part of `busy` and `wasted`, as the epochs' own).
+    pub waited: Duration,
+}
+
 /// The report of one run of a speculative loop (see [`last_report`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoopReport {
@@ -128,6 +141,11 @@ pub struct LoopReport {
     /// fix that fits it. In profile mode (nothing runs speculatively), the ones the
     /// model predicts on 2 cores, the top ones with the speedup predicted after the fix.
     pub dependences: Vec<Dependence>,
+    /// Loads that violated most of the epochs running them, where epochs of this
+    /// loop site now wait until homefree instead of speculating (the loads a site
+    /// synchronizes are learned from its violations and released after a while),
+    /// most time waited first.
+    pub synchronized: Vec<SyncedLoad>,
     /// In profile mode: the predicted speedup over the sequential loop for 1, 2, 4,
     /// 8, 16, 32 and 64 cores.
     pub predicted_speedup: Option<Vec<(usize, f64)>>,
@@ -176,6 +194,14 @@ impl fmt::Display for LoopReport {
                 "  stuck zombies: {} violated epochs reached no tracked access, checkpoint \
                  or poll for a long while (see the stderr message; call `poll()` in such code)",
                 self.stuck_zombies
+            )?;
+        }
+        for s in &self.synchronized {
+            writeln!(
+                f,
+                "  synchronized load {}: {} epochs waited there until homefree ({:.3?}), \
+                 instead of reading early and rolling back",
+                s.load, s.waits, s.waited
             )?;
         }
         if let Some(p) = &self.predicted_speedup {
@@ -254,6 +280,8 @@ pub(crate) struct ThreadStats {
     pub(crate) idle: Duration,
     pub(crate) present: Duration,
     pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
+    /// Waits at synchronized loads: count and time, per load.
+    pub(crate) synced: HashMap<SourceLocation, (u64, Duration)>,
 }
 
 impl ThreadStats {
@@ -263,6 +291,13 @@ impl ThreadStats {
             self.unwinding += took;
             self.unwinds += 1;
         }
+    }
+
+    /// Counts a wait of `waited` at the synchronized load `load`.
+    pub(crate) fn synced_wait(&mut self, load: &'static Location<'static>, waited: Duration) {
+        let w = self.synced.entry(SourceLocation(load)).or_default();
+        w.0 += 1;
+        w.1 += waited;
     }
 
     /// Counts a violation by `store` of `load` that discarded `wasted` of work.
@@ -316,6 +351,11 @@ impl ThreadStats {
             d.segment = d.segment.min(v.segment);
             d.load_access_sum += v.load_access_sum;
         }
+        for (load, (n, t)) in other.synced {
+            let w = self.synced.entry(load).or_default();
+            w.0 += n;
+            w.1 += t;
+        }
     }
 
     /// The report of a loop with these totals.
@@ -358,6 +398,20 @@ impl ThreadStats {
                 .then_with(|| a.store.to_string().cmp(&b.store.to_string()))
                 .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
         });
+        let mut synchronized: Vec<SyncedLoad> = self
+            .synced
+            .into_iter()
+            .map(|(load, (waits, waited))| SyncedLoad {
+                load,
+                waits,
+                waited,
+            })
+            .collect();
+        synchronized.sort_by(|a, b| {
+            b.waited
+                .cmp(&a.waited)
+                .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
+        });
         LoopReport {
             name,
             location: SourceLocation(location),
@@ -379,6 +433,7 @@ impl ThreadStats {
             wait: self.wait,
             idle: self.idle,
             dependences,
+            synchronized,
             predicted_speedup: None,
         }
     }

@@ -36,6 +36,8 @@ struct Totals {
     wait: Duration,
     idle: Duration,
     deps: Vec<DepTotals>,
+    /// Waits at synchronized loads: load, count, time.
+    synced: Vec<(SourceLocation, u64, Duration)>,
     /// Profile mode: sequential time, and predicted time per core count.
     profiled: Option<(f64, Vec<(usize, f64)>)>,
 }
@@ -114,6 +116,7 @@ fn record(r: &LoopReport) {
                 wait: Duration::ZERO,
                 idle: Duration::ZERO,
                 deps: Vec::new(),
+                synced: Vec::new(),
                 profiled: None,
             });
             all.last_mut().expect("just pushed")
@@ -176,6 +179,16 @@ fn record(r: &LoopReport) {
     }
     t.deps
         .sort_by(|a, b| b.wasted.cmp(&a.wasted).then(b.count.cmp(&a.count)));
+    for s in &r.synchronized {
+        match t.synced.iter_mut().find(|x| x.0 == s.load) {
+            Some(x) => {
+                x.1 += s.waits;
+                x.2 += s.waited;
+            }
+            None => t.synced.push((s.load, s.waits, s.waited)),
+        }
+    }
+    t.synced.sort_by_key(|s| std::cmp::Reverse(s.2));
 }
 
 /// Makes sure reports and traces are written when the process exits.
@@ -232,6 +245,13 @@ fn summary(all: &[Totals]) -> String {
                 "    stuck zombies: {} violated epochs reached no tracked access, checkpoint or \
                  poll for a long while",
                 t.stuck_zombies
+            );
+        }
+        for (load, waits, waited) in &t.synced {
+            let _ = writeln!(
+                out,
+                "    synchronized load {load}: {waits} epochs waited there until homefree \
+                 ({waited:.3?})"
             );
         }
         if let Some(d) = t.deps.first() {
@@ -312,6 +332,17 @@ fn json(all: &[Totals]) -> String {
                 d.segment,
                 d.load_access,
                 advice_json(d.advice.as_ref())
+            );
+        }
+        out.push(']');
+        out.push_str(", \"synchronized\": [");
+        for (j, (load, waits, waited)) in t.synced.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{}{{\"load\": {}, \"waits\": {waits}, \"wait_ns\": {}}}",
+                if j > 0 { ", " } else { "" },
+                json_str(&load.to_string()),
+                ns(*waited)
             );
         }
         out.push(']');

@@ -36,6 +36,7 @@
 
 mod chunk;
 mod site;
+mod synced;
 #[cfg(test)]
 mod tests;
 mod votes;
@@ -43,6 +44,7 @@ mod window;
 
 pub use site::LoopSite;
 pub(crate) use site::{HeldBack, site_for};
+pub(crate) use synced::{SYNC_AFTER, SYNC_DENSITY, SyncedLoads, wait_until_homefree};
 pub(crate) use votes::Votes;
 pub(crate) use window::Window;
 

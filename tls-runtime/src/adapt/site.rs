@@ -64,6 +64,8 @@ pub struct LoopSite {
     worker_arrived: AtomicBool,
     /// When the current in-order stretch began ([`now_ns`]; 0: none).
     stretch_began: AtomicU64,
+    /// Loads that violate most epochs, where epochs wait instead (`synced.rs`).
+    pub(crate) synced: super::SyncedLoads,
 }
 
 /// Why a loop site runs a stretch of epochs in order (reported per run, see
@@ -121,6 +123,7 @@ impl LoopSite {
             held_back: AtomicU8::new(HeldBack::DidNotPay as u8),
             worker_arrived: AtomicBool::new(false),
             stretch_began: AtomicU64::new(0),
+            synced: super::SyncedLoads::new(),
         }
     }
 

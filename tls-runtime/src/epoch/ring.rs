@@ -2,6 +2,7 @@
 //! one per epoch that may be in flight (see the parent module).
 
 use super::{Tag, index_of, serial_of};
+use crate::adapt::SyncedLoads;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, lock};
 use core::panic::Location;
 use crossbeam_utils::CachePadded;
@@ -16,6 +17,9 @@ pub(crate) struct Cause {
     pub(crate) load: &'static Location<'static>,
     /// The load was the epoch's `load_ordinal`-th speculative access.
     pub(crate) load_ordinal: u32,
+    /// A store really hit what the load read (not an injected violation, nor a
+    /// version discarded with its container): what synchronized loads learn from.
+    pub(crate) real: bool,
 }
 
 /// The shared, padded state of one in-flight epoch.
@@ -104,6 +108,8 @@ impl EpochSlot {
 pub(crate) struct EpochRing {
     slots: Box<[CachePadded<EpochSlot>]>,
     mask: u64,
+    /// The loop site's synchronized loads (none for the runtime's own epochs).
+    synced: Option<&'static SyncedLoads>,
 }
 
 impl EpochRing {
@@ -115,7 +121,20 @@ impl EpochRing {
                 .map(|_| CachePadded::new(EpochSlot::new()))
                 .collect(),
             mask: len as u64 - 1,
+            synced: None,
         }
+    }
+
+    /// The ring, with epochs that wait at the loads `synced` names.
+    pub(crate) fn synchronizing(mut self, synced: &'static SyncedLoads) -> Self {
+        self.synced = Some(synced);
+        self
+    }
+
+    /// The synchronized loads of the loop's site.
+    #[inline]
+    pub(crate) fn synced(&self) -> Option<&'static SyncedLoads> {
+        self.synced
     }
 
     /// How many epochs fit in flight.

@@ -126,8 +126,22 @@ fn read_in_epoch<T, R>(
     if origin.private_to(cx) || cx.published() {
         return slot.read_committed(f);
     }
+    synchronize(cx, load);
     let a = cx.begin_access();
     slot.read_spec(&a, load, f)
+}
+
+/// Before a speculative load at `load`: if the loop's site synchronizes it (it
+/// violated most epochs, see `adapt::SyncedLoads`), waits until the epoch is homefree.
+#[inline]
+fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
+    if let Some(s) = cx.ring().synced()
+        && !cx.homefree()
+        && !cx.raising.get()
+        && s.must_wait(load)
+    {
+        crate::adapt::wait_until_homefree(cx, load);
+    }
 }
 
 /// A container's bookkeeping shared by every access: where it was created and whether
@@ -234,6 +248,7 @@ pub(crate) fn update<T: Clone, R>(
             slot.update_committed(Some(&cx.access()), site, f)
         }
         Some(cx) => {
+            synchronize(cx, site);
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;
             cx.note(addr, false, site);

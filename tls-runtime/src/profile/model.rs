@@ -15,6 +15,11 @@
 //!   it, right after that commit; the thread that ran it first went on to later
 //!   epochs. Forwarding is free: a read after the earlier write sees its value.
 //!   Restarts repeat until no earlier write comes after one of the epoch's reads.
+//! - A load that violates at least half of the epochs (summed over the stores that
+//!   hit it, in a first replay) is *synchronized*, as the runtime learns to do
+//!   (`adapt/synced.rs`): the replay that gives the prediction makes an epoch that
+//!   reaches it wait until the epoch before has committed, keeping its work, and no
+//!   read from there on is violated. The dependences reported are the first replay's.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
 //!   paying the measured serialized cost of a commit hand-off plus the measured cost
@@ -49,6 +54,7 @@
 use super::PREDICTED_CORES;
 use super::calibration::{Costs, costs};
 use super::recorder::{AccessKind, EpochProfile, Event};
+use crate::adapt::{SYNC_AFTER, SYNC_DENSITY};
 use crate::rules::{
     EPOCHS_PER_THREAD, MAX_CHUNK, halve_chunk, lost_enough_ns, run_chunk, target_epoch,
 };
@@ -132,7 +138,7 @@ pub(crate) fn predict(epochs: &[EpochProfile], threads: usize, costs: &Costs) ->
 
 /// Replays the recorded epochs on `threads` simulated threads.
 pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -> Simulated {
-    simulate_replay(epochs, threads, costs, 0)
+    simulate_replay(epochs, threads, costs, 0, &[])
 }
 
 /// [`simulate`], with each epoch's length varied as replay `replay` of
@@ -142,6 +148,7 @@ fn simulate_replay(
     threads: usize,
     costs: &Costs,
     replay: u64,
+    synced: &[Site],
 ) -> Simulated {
     let mut deps: HashMap<(Site, Site), SimDependence> = HashMap::new();
     if epochs.is_empty() {
@@ -208,6 +215,16 @@ fn simulate_replay(
                 seg_starts.push(ev.at * scale);
             }
         }
+        // A synchronized load (see `synchronized`): the epoch waits there until the
+        // one before has committed; no read from there on can be violated.
+        let sync_at = (j > 0)
+            .then(|| {
+                e.events.iter().find(|ev| {
+                    ev.kind == AccessKind::Read && ev.site.is_some_and(|s| synced.contains(&s))
+                })
+            })
+            .flatten()
+            .map(|ev| ev.at);
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
         let mut counted = false;
@@ -230,6 +247,9 @@ fn simulate_replay(
                     AccessKind::Checkpoint => seg += 1,
                     AccessKind::Write => {}
                     AccessKind::Read => {
+                        if sync_at.is_some_and(|s| ev.at >= s) {
+                            break;
+                        }
                         let read_at = t0 + ev.at * scale;
                         // A violation found lands by now: no later read (they come in
                         // time order) can be violated earlier than it.
@@ -344,7 +364,17 @@ fn simulate_replay(
             }
             t0 = new_t0;
         }
-        let finish = t0 + dur;
+        // The wait at the synchronized load, if the epoch reaches it before the one
+        // before has committed: everything after it moves by that much.
+        let stall = sync_at.map_or(0.0, |s| (commit[j - 1] - (t0 + s * scale)).max(0.0));
+        let shifted = |at: f64| {
+            if sync_at.is_some_and(|s| at >= s) {
+                stall
+            } else {
+                0.0
+            }
+        };
+        let finish = t0 + dur + stall;
         let slot = match rerun {
             // The re-run is done by the thread that commits the epoch before (it
             // finds this one finished and violated at the watermark), once that
@@ -377,7 +407,7 @@ fn simulate_replay(
         commit.push(last_commit);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
-                let at = t0 + ev.at * scale;
+                let at = t0 + ev.at * scale + shifted(ev.at);
                 let spans = writes.entry(ev.loc).or_default();
                 match spans.last_mut() {
                     Some(span) if span.epoch == j => span.last = at,
@@ -477,8 +507,37 @@ pub(super) fn predict_chunked(
             }
             return sim;
         }
-        return simulate_varied(sim, &epochs, threads, costs);
+        let synced = synchronized(&sim, epochs.len());
+        if synced.is_empty() {
+            return simulate_varied(sim, &epochs, threads, costs, &[]);
+        }
+        // The runtime learns to synchronize these loads and then runs without their
+        // violations; the dependences stay as found (the report names them, with
+        // their advice).
+        let with = simulate_replay(&epochs, threads, costs, 0, &synced);
+        let with = simulate_varied(with, &epochs, threads, costs, &synced);
+        let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
+        unsynced.time = with.time;
+        unsynced.rolled_back = with.rolled_back;
+        return unsynced;
     }
+}
+
+/// The loads the runtime would synchronize after the replay `sim` of `epochs`
+/// epochs: those that violated at least half of them (`adapt::synced`'s rule, on the
+/// whole run).
+fn synchronized(sim: &Simulated, epochs: usize) -> Vec<Site> {
+    let mut per_load: HashMap<Site, u64> = HashMap::new();
+    for (&(_, load), d) in &sim.deps {
+        *per_load.entry(load).or_default() += d.count;
+    }
+    let mut loads: Vec<Site> = per_load
+        .into_iter()
+        .filter(|&(_, n)| n >= SYNC_AFTER && n * SYNC_DENSITY >= epochs as u64)
+        .map(|(load, _)| load)
+        .collect();
+    loads.sort_by_key(|l| (l.file(), l.line(), l.column()));
+    loads
 }
 
 /// Predicted speedups for [`PREDICTED_CORES`], with the sequential time they are
@@ -517,10 +576,11 @@ fn simulate_varied(
     epochs: &[EpochProfile],
     threads: usize,
     costs: &Costs,
+    synced: &[Site],
 ) -> Simulated {
     let mut total = recorded;
     for replay in 1..REPLAYS {
-        let sim = simulate_replay(epochs, threads, costs, replay as u64);
+        let sim = simulate_replay(epochs, threads, costs, replay as u64, synced);
         total.time += sim.time;
         total.rolled_back += sim.rolled_back;
         for (k, d) in sim.deps {

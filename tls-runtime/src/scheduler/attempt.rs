@@ -103,6 +103,9 @@ where
                 }
             };
             work.ran += began.elapsed();
+            for (load, waited) in cx.synced_waits.take() {
+                ts.synced_wait(load, waited);
+            }
             end
         };
         if matches!(end, EpochEnd::Control(Control::Continue))

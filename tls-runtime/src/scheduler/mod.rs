@@ -108,7 +108,7 @@ where
     Sp: Fn(S) -> Step<S, R> + Sync,
 {
     let window = threads * EPOCHS_PER_THREAD;
-    let ring = EpochRing::new(window);
+    let ring = EpochRing::new(window).synchronizing(&site.synced);
     let run_items = site.run_length(iter.size_hint().0);
     let live = LiveLoop::start();
     let done = (0..ring.len())

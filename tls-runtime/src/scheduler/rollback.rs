@@ -56,6 +56,11 @@ where
         }
         if let Some(c) = cause {
             ts.violation(c.store, c.load, target, c.load_ordinal, lost);
+            if c.real {
+                self.site
+                    .synced
+                    .note_violation(c.load, self.serial, work.index);
+            }
         }
         undo_to(cx, target);
         work.snaps.truncate(target as usize + 1);

@@ -426,6 +426,7 @@ impl<T> Slot<T> {
                         store: v.store,
                         load: v.store,
                         load_ordinal: 0,
+                        real: false,
                     },
                 );
                 values.push(v.value);

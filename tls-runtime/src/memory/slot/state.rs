@@ -183,6 +183,7 @@ fn cause(store: &'static Location<'static>, r: &Reader) -> Cause {
         store,
         load: r.load,
         load_ordinal: r.ordinal,
+        real: true,
     }
 }
 

@@ -1,0 +1,294 @@
+//! Synchronized loads: a load that violates most epochs waits instead.
+//!
+//! When the same load (a source line) keeps violating the epochs that run it, because
+//! each epoch reads what the one before writes near its end (a running total updated
+//! as an iteration's last step, say), speculation on it only loses: the later epoch
+//! reads too early, runs on, and is rolled back when the earlier one writes. Worse,
+//! the threads can fall into lockstep, each re-run meeting the next write the same
+//! way, and then every epoch is lost. For such a load the site learns to *synchronize*
+//! it, as TLS hardware does with frequently violated loads: an epoch that reaches it
+//! waits, keeping the work it did so far, until it is homefree (every earlier epoch has
+//! committed), then reads the committed value, which nothing earlier can change any
+//! more. The rest of the epoch overlaps with the next ones as before.
+//!
+//! The rule: a load is synchronized once it has violated [`SYNC_AFTER`] distinct
+//! epochs, at least half of the epochs between the first of them and the last
+//! ([`SYNC_DENSITY`]). A load that violates a quarter of its epochs (a dependence
+//! between every fourth pair) stays speculative: waiting at it in every epoch would
+//! cost more than the re-runs. A synchronized load is released after
+//! [`SYNC_FOR`] waits, and learned again if it still violates, so a dependence that
+//! went away costs one such stretch of waiting at most. A wait that lasts longer than
+//! [`MAX_WAIT`] gives up and re-runs the epoch when homefree, so a wait can never hold
+//! up a loop whose earlier epochs need this thread.
+
+use crate::epoch::{AwaitHomefreeSignal, EpochCx, NOT_VIOLATED};
+use crate::sync::lock_std;
+use core::panic::Location;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Distinct epochs a load must violate before it is synchronized.
+pub(crate) const SYNC_AFTER: u64 = 8;
+/// Violated epochs per epoch run, from the first violation counted to the last, that
+/// a load must reach (one in two).
+pub(crate) const SYNC_DENSITY: u64 = 2;
+/// Waits after which a synchronized load is released (and learned again if needed).
+pub(crate) const SYNC_FOR: u32 = 4096;
+/// The longest an epoch waits at a synchronized load before it gives up (and re-runs
+/// when homefree).
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(2);
+/// Loads synchronized at once per site.
+const SLOTS: usize = 4;
+/// Loads whose violations are counted at once per site.
+const CANDIDATES: usize = 8;
+
+/// A load's violations so far.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    load: &'static Location<'static>,
+    /// The loop run (its serial) and index of the last epoch counted (distinct
+    /// epochs only).
+    run: u32,
+    last: u64,
+    /// Epochs counted, and epochs run from the first counted to the last.
+    epochs: u64,
+    span: u64,
+}
+
+/// The loads a site synchronizes, and the violations that may make it synchronize more.
+#[derive(Debug)]
+pub(crate) struct SyncedLoads {
+    /// Whether any slot holds a load: the one check every speculative read pays.
+    any: AtomicBool,
+    slots: [AtomicPtr<Location<'static>>; SLOTS],
+    /// Waits left before the load in the same slot is released.
+    left: [AtomicU32; SLOTS],
+    candidates: Mutex<Vec<Candidate>>,
+}
+
+impl Candidate {
+    fn new(load: &'static Location<'static>, run: u32, index: u64) -> Self {
+        Candidate {
+            load,
+            run,
+            last: index,
+            epochs: 1,
+            span: 1,
+        }
+    }
+}
+
+fn same(a: &Location<'_>, b: &Location<'_>) -> bool {
+    core::ptr::eq(a, b)
+        || (a.line() == b.line() && a.column() == b.column() && a.file() == b.file())
+}
+
+impl SyncedLoads {
+    pub(crate) const fn new() -> Self {
+        SyncedLoads {
+            any: AtomicBool::new(false),
+            slots: [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS],
+            left: [const { AtomicU32::new(0) }; SLOTS],
+            candidates: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether an epoch must wait until homefree before making the load at `load`;
+    /// counts the wait towards the load's release.
+    #[inline]
+    pub(crate) fn must_wait(&self, load: &'static Location<'static>) -> bool {
+        if !self.any.load(Relaxed) {
+            return false;
+        }
+        self.find(load).is_some_and(|k| {
+            if self.left[k].fetch_sub(1, Relaxed) <= 1 {
+                self.release(k);
+            }
+            true
+        })
+    }
+
+    /// Whether `load` is synchronized now.
+    pub(crate) fn contains(&self, load: &'static Location<'static>) -> bool {
+        self.any.load(Relaxed) && self.find(load).is_some()
+    }
+
+    #[cold]
+    fn find(&self, load: &'static Location<'static>) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            let p = s.load(Relaxed);
+            // SAFETY: slots hold null or a `&'static Location`.
+            !p.is_null() && same(unsafe { &*p }, load)
+        })
+    }
+
+    fn release(&self, k: usize) {
+        self.slots[k].store(core::ptr::null_mut(), Relaxed);
+        if self.slots.iter().all(|s| s.load(Relaxed).is_null()) {
+            self.any.store(false, Relaxed);
+        }
+    }
+
+    /// Counts a violation of epoch `index` of loop run `run` by a store to what the
+    /// load at `load` read; synchronizes the load once the rule above holds.
+    pub(crate) fn note_violation(&self, load: &'static Location<'static>, run: u32, index: u64) {
+        if self.contains(load) {
+            return;
+        }
+        let mut cands = lock_std(&self.candidates);
+        let k = match cands.iter().position(|c| same(c.load, load)) {
+            Some(k) => k,
+            None => {
+                if cands.len() == CANDIDATES {
+                    // The least violating one goes.
+                    let (least, _) = cands
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, c)| c.epochs)
+                        .unwrap();
+                    cands.swap_remove(least);
+                }
+                cands.push(Candidate::new(load, run, index));
+                return;
+            }
+        };
+        let c = &mut cands[k];
+        if run == c.run && index == c.last {
+            return;
+        }
+        // Epochs run since the last one counted: in this run (none if rollbacks were
+        // counted out of order), or, in a new run of the loop (a transaction's items
+        // loop runs once per transaction), those of the new run up to this one (the
+        // old run's later epochs are not known).
+        let gap = if run == c.run {
+            index.saturating_sub(c.last)
+        } else {
+            index + 1
+        };
+        if gap > SYNC_DENSITY * SYNC_AFTER {
+            // Too far apart to count as one stretch: start over from this one.
+            *c = Candidate::new(load, run, index);
+            return;
+        }
+        c.last = if run == c.run {
+            c.last.max(index)
+        } else {
+            index
+        };
+        c.run = run;
+        c.epochs += 1;
+        c.span += gap;
+        if c.epochs >= SYNC_AFTER && c.epochs * SYNC_DENSITY >= c.span {
+            cands.swap_remove(k);
+            drop(cands);
+            self.synchronize(load);
+        }
+    }
+
+    fn synchronize(&self, load: &'static Location<'static>) {
+        let p = load as *const Location<'static> as *mut Location<'static>;
+        for (k, s) in self.slots.iter().enumerate() {
+            if s.compare_exchange(core::ptr::null_mut(), p, Relaxed, Relaxed)
+                .is_ok()
+            {
+                self.left[k].store(SYNC_FOR, Relaxed);
+                self.any.store(true, Relaxed);
+                return;
+            }
+        }
+    }
+}
+
+/// Waits, keeping the epoch's work, until `cx` is homefree; a violation meanwhile
+/// rolls it back as at any access. Gives up after [`MAX_WAIT`]: the epoch then
+/// re-runs from its segment's start once homefree, its thread free meanwhile to
+/// commit or run other epochs (more threads than cores, an earlier epoch that needs
+/// this thread).
+#[cold]
+pub(crate) fn wait_until_homefree(cx: &EpochCx, load: &'static Location<'static>) {
+    let started = Instant::now();
+    let note = || cx.synced_waits.borrow_mut().push((load, started.elapsed()));
+    let mut spins = 0u32;
+    loop {
+        // Refreshes the watermark; a pending violation unwinds from here.
+        if cx.ring().slot(cx.index).pending(Ordering::Relaxed) != NOT_VIOLATED {
+            note();
+        }
+        cx.check_violation();
+        if cx.homefree() {
+            note();
+            return;
+        }
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(64) {
+            if started.elapsed() > MAX_WAIT {
+                note();
+                cx.raise(AwaitHomefreeSignal);
+            }
+            std::thread::yield_now();
+        }
+        crate::sync::spin_hint();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn here() -> &'static Location<'static> {
+        Location::caller()
+    }
+
+    #[test]
+    fn a_load_that_violates_most_epochs_is_synchronized_and_released_later() {
+        let s = SyncedLoads::new();
+        let load = here();
+        for i in 0..SYNC_AFTER - 1 {
+            s.note_violation(load, 1, 10 + i);
+            // The same epoch violated again counts once.
+            s.note_violation(load, 1, 10 + i);
+        }
+        assert!(!s.contains(load));
+        s.note_violation(load, 1, 10 + SYNC_AFTER);
+        assert!(s.contains(load));
+        for _ in 0..SYNC_FOR - 1 {
+            assert!(s.must_wait(load));
+        }
+        assert!(s.must_wait(load), "the last wait still waits");
+        assert!(!s.contains(load), "released after SYNC_FOR waits");
+        assert!(!s.must_wait(load));
+    }
+
+    #[test]
+    fn a_load_that_violates_one_epoch_in_four_stays_speculative() {
+        let s = SyncedLoads::new();
+        let load = here();
+        for k in 0..100 {
+            s.note_violation(load, 1, 4 * k + 1);
+        }
+        assert!(!s.contains(load));
+        assert!(!s.must_wait(here()));
+    }
+
+    #[test]
+    fn violations_count_across_short_runs() {
+        // Each run's epochs are numbered from 0. Every epoch but the first of
+        // 4-epoch runs violated: synchronized within three runs.
+        let s = SyncedLoads::new();
+        let load = here();
+        for run in 0..3 {
+            for i in 1..4 {
+                s.note_violation(load, run, i);
+            }
+        }
+        assert!(s.contains(load));
+        // The last epoch of 8-epoch runs violated: one in eight, never.
+        let s = SyncedLoads::new();
+        for run in 0..50 {
+            s.note_violation(load, run, 7);
+        }
+        assert!(!s.contains(load));
+    }
+}

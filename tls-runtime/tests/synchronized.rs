@@ -1,0 +1,103 @@
+//! Synchronized loads: a load that violates most epochs makes the site's epochs wait
+//! there until homefree, and the report names it; results stay sequential.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, inject_violations, last_report};
+
+/// Violation injection is process-wide: the tests of this file take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn spin(n: u64) -> u64 {
+    let mut x = n | 1;
+    for i in 0..n * 60 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+/// Each iteration reads the running value first and writes it back last: every epoch
+/// but the oldest reads too early. The read is learned as synchronized, after which
+/// epochs wait there instead of rolling back.
+#[test]
+fn a_load_every_epoch_reads_too_early_is_synchronized_and_reported() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let mut want = 1u64;
+    for i in 0..300u64 {
+        want = want.wrapping_mul(31).wrapping_add(spin(i % 5 + 1) % 1000);
+    }
+    let mut seen = None;
+    let mut dense_runs = 0;
+    for run in 0..40 {
+        let running = Spec::new(1u64);
+        let load_line = AtomicU32::new(0);
+        Loop::new()
+            .threads(2)
+            .chunk(1)
+            .site(site)
+            .run(0..300u64, |i| {
+                // The load that violates, and its line.
+                let (r, line) = (running.get(), line!());
+                load_line.store(line, Ordering::Relaxed);
+                let x = spin(i % 5 + 1) % 1000;
+                running.set(r.wrapping_mul(31).wrapping_add(x));
+                Control::<()>::Continue
+            });
+        assert_eq!(running.into_inner(), want, "run {run}");
+        let report = last_report().expect("a report");
+        // A run in which most epochs were violated must have learned the load.
+        dense_runs += u64::from(2 * report.violations >= report.epochs);
+        if let Some(s) = report.synchronized.first() {
+            assert_eq!(s.load.0.line(), load_line.load(Ordering::Relaxed), "{report}");
+            assert!(s.waits > 0);
+            assert!(report.to_string().contains("synchronized load"), "{report}");
+            seen = Some(report);
+            break;
+        }
+    }
+    // Speculation needs a second thread: on a machine too busy to give one, the loop
+    // runs in order (or probes now and then), and too few violations come close
+    // together to learn from. A run in which most epochs were violated has them.
+    assert!(
+        seen.is_some() || dense_runs == 0,
+        "{dense_runs} runs with most epochs violated, and no load synchronized"
+    );
+}
+
+/// Loads synchronized, waits given up and re-run, violations injected at random
+/// accesses: the result is the sequential one at every thread count.
+#[test]
+fn synchronized_loads_keep_the_sequential_result() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    for threads in [2, 4, 8] {
+        let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        for round in 0..6 {
+            if round >= 3 {
+                inject_violations(100_000);
+            }
+            let total = Spec::new(0u64);
+            let marks = SpecVec::from(vec![0u64; 200]);
+            Loop::new()
+                .threads(threads)
+                .chunk(1)
+                .site(site)
+                .run(0..200usize, |i| {
+                    let x = spin(i as u64 % 3 + 1) % 100;
+                    marks.set(i, x + total.get());
+                    total.update(|t| *t += x);
+                    Control::<()>::Continue
+                });
+            inject_violations(0);
+            let mut t = 0u64;
+            let mut want = vec![0u64; 200];
+            for (i, w) in want.iter_mut().enumerate() {
+                let x = spin(i as u64 % 3 + 1) % 100;
+                *w = x + t;
+                t += x;
+            }
+            assert_eq!(total.into_inner(), t, "{threads} threads, round {round}");
+            assert_eq!(marks.into_vec(), want, "{threads} threads, round {round}");
+        }
+    }
+}
