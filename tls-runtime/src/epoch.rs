@@ -314,6 +314,27 @@ impl EpochCx {
         }
     }
 
+    /// Whether the epoch is violated (`Some(false)`), or homefree and not violated
+    /// (`Some(true)`), or neither yet; never unwinds (for code that runs while the
+    /// thread unwinds already).
+    pub(crate) fn settled(&self) -> Option<bool> {
+        if self.ring().slot(self.index).pending(Ordering::Acquire) != NOT_VIOLATED {
+            return Some(false);
+        }
+        if self.homefree.get() {
+            return Some(true);
+        }
+        let w = self.watermark().load(Ordering::Acquire);
+        self.watermark_cache.set(w);
+        if w == self.index {
+            self.homefree.set(true);
+            // A violation raised before the last commit is visible after the
+            // `Acquire` load of the watermark.
+            return Some(self.ring().slot(self.index).pending(Ordering::Acquire) == NOT_VIOLATED);
+        }
+        None
+    }
+
     /// Unwinds to the epoch runner if a violation is pending (at every access,
     /// checkpoint and poll).
     ///

@@ -24,6 +24,12 @@ use crate::epoch::{self, AwaitHomefreeSignal};
 /// write speculative data as the sequential loop's would. The same holds in every
 /// mode: in order (`TLS_MODE=sequential`, one thread) the call only runs `f`.
 ///
+/// In a `Drop` of a value the body owns, run while a rollback unwinds the iteration
+/// (or squashes it: an earlier iteration ended the loop), the call is skipped: that
+/// attempt is thrown away, and the re-run, if any, makes the call again. A call that
+/// returns `()` then returns at once; one that returns a value has none to give and
+/// aborts the process with a message saying so.
+///
 /// The iteration runs in loop order from this call on, so a loop that calls this in
 /// every iteration gains only from the work before the call. Calling it from inside
 /// an `update` or `with` closure panics, in every mode and outside loops too (in an
@@ -57,19 +63,69 @@ pub fn when_homefree<R>(f: impl FnOnce() -> R) -> R {
              would wait; call it before or after the access"
         );
     }
-    // While a rollback unwinds (a `Drop` of the body's), the epoch is being thrown
-    // away: there is nothing left to commit.
     if let Some(cx) = epoch::current()
         && !cx.published()
-        && !cx.raising.get()
     {
-        let _ = cx.begin_access();
-        if !cx.homefree() {
-            cx.raise(AwaitHomefreeSignal);
+        if cx.raising.get() {
+            // A `Drop` of the body's, run while a rollback or squash unwinds the
+            // iteration: its work belongs to an attempt being thrown away (the
+            // re-run, if any, calls it again), so `f` must not run.
+            return skipped();
+        }
+        if std::thread::panicking() {
+            // A `Drop` of the body's, run while the iteration's own panic unwinds:
+            // the panic is the sequential program's only if the epoch becomes
+            // homefree unviolated; waiting cannot unwind again, so wait in place.
+            if !wait_in_place(cx) {
+                return skipped();
+            }
+        } else {
+            let _ = cx.begin_access();
+            if !cx.homefree() {
+                cx.raise(AwaitHomefreeSignal);
+            }
         }
         crate::memory::publish_prefix(cx);
     }
     f()
+}
+
+/// Waits until the epoch of `cx` is homefree (`true`) or violated (`false`), without
+/// unwinding.
+fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
+    let mut spins = 0u32;
+    loop {
+        match cx.settled() {
+            Some(homefree) => return homefree,
+            None => {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(64) {
+                    std::thread::yield_now();
+                }
+                crate::sync::spin_hint();
+            }
+        }
+    }
+}
+
+/// The result of a call skipped because it was made from a destructor of an attempt
+/// being thrown away: nothing, for a call that returns `()`. A call that returns a
+/// value has none to give, and unwinding cannot be stopped from a destructor (a
+/// panic now would abort anyway): say why, and stop.
+#[cold]
+fn skipped<R>() -> R {
+    if core::any::type_name::<R>() == "()" && core::mem::size_of::<R>() == 0 {
+        // SAFETY: `R` is `()`, whose only value has no bytes.
+        return unsafe { core::mem::transmute_copy::<(), R>(&()) };
+    }
+    eprintln!(
+        "tls-runtime: `when_homefree` (or `tls_runtime::scope`) returning a value was called \
+         from a destructor while an iteration was being rolled back: its work would run for \
+         an attempt that is thrown away, and there is no value to return instead. Call it \
+         in the loop body, or return `()` from it (such a call is skipped there, and made \
+         when the iteration runs again). Aborting."
+    );
+    std::process::abort()
 }
 
 /// [`std::thread::scope`] for a loop body: the threads run once every earlier iteration

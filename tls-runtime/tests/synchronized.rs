@@ -1,8 +1,8 @@
 //! Synchronized loads: a load that violates most epochs makes the site's epochs wait
 //! there until homefree, and the report names it; results stay sequential.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, inject_violations, last_report};
 
 /// Violation injection is process-wide: the tests of this file take turns.
@@ -49,7 +49,11 @@ fn a_load_every_epoch_reads_too_early_is_synchronized_and_reported() {
         // A run in which most epochs were violated must have learned the load.
         dense_runs += u64::from(2 * report.violations >= report.epochs);
         if let Some(s) = report.synchronized.first() {
-            assert_eq!(s.load.0.line(), load_line.load(Ordering::Relaxed), "{report}");
+            assert_eq!(
+                s.load.0.line(),
+                load_line.load(Ordering::Relaxed),
+                "{report}"
+            );
             assert!(s.waits > 0);
             assert!(report.to_string().contains("synchronized load"), "{report}");
             seen = Some(report);

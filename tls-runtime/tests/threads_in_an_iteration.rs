@@ -149,3 +149,80 @@ fn when_homefree_inside_an_update_closure_panics_with_what_to_do() {
         "{msg}"
     );
 }
+
+/// A guard the body owns, whose `Drop` starts a thread through `tls_runtime::scope`.
+struct Flush<'a> {
+    out: &'a SpecVec<u64>,
+    runs: &'a [AtomicU64],
+    i: usize,
+}
+
+impl Drop for Flush<'_> {
+    fn drop(&mut self) {
+        let (out, runs, i) = (self.out, self.runs, self.i);
+        tls_runtime::scope(|s| {
+            s.spawn(move || {
+                runs[i].fetch_add(1, Ordering::Relaxed);
+                out.update(i % 8, |x| *x = x.wrapping_mul(3).wrapping_add(i as u64));
+            });
+        });
+    }
+}
+
+/// The guard's thread runs once per iteration, at the iteration's end, whatever
+/// rollbacks unwind the iteration before (the call is skipped in a destructor run by
+/// a rollback, and made again by the re-run); and when an iteration panics, the
+/// guards of the iterations up to it run, those after it never do.
+#[test]
+fn a_guard_that_starts_threads_in_its_drop_runs_once_per_iteration() {
+    const N: usize = 120;
+    let sequential = |stop: Option<usize>| {
+        let mut out = vec![0u64; 8];
+        for i in 0..=stop.unwrap_or(N - 1) {
+            let x = out[(i * 3) % 8].wrapping_add(1);
+            out[(i + 5) % 8] = x;
+            // The guard's thread, at the iteration's end (its panic included).
+            out[i % 8] = out[i % 8].wrapping_mul(3).wrapping_add(i as u64);
+        }
+        out
+    };
+    for threads in THREADS {
+        for (round, stop) in [(0, None), (1, Some(70)), (2, None), (3, Some(33))] {
+            if round >= 2 {
+                inject_violations(150_000);
+            }
+            let out = SpecVec::from(vec![0u64; 8]);
+            let runs: Vec<AtomicU64> = (0..N).map(|_| AtomicU64::new(0)).collect();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Loop::new().threads(threads).run(0..N, |i| {
+                    let _flush = Flush {
+                        out: &out,
+                        runs: &runs,
+                        i,
+                    };
+                    let x = out.get((i * 3) % 8).wrapping_add(1);
+                    out.set((i + 5) % 8, x);
+                    if stop == Some(i) {
+                        panic!("stop at {i}");
+                    }
+                    Control::<()>::Continue
+                });
+            }));
+            inject_violations(0);
+            assert_eq!(
+                ended.is_err(),
+                stop.is_some(),
+                "{threads} threads, round {round}"
+            );
+            let last = stop.unwrap_or(N - 1);
+            let counts: Vec<u64> = runs.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+            let want: Vec<u64> = (0..N).map(|i| u64::from(i <= last)).collect();
+            assert_eq!(counts, want, "{threads} threads, round {round}");
+            assert_eq!(
+                out.into_vec(),
+                sequential(stop),
+                "{threads} threads, round {round}"
+            );
+        }
+    }
+}

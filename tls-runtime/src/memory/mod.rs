@@ -139,6 +139,9 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
         && !cx.homefree()
         && !cx.raising.get()
         && s.must_wait(load)
+        // Waiting may unwind (a violation, or giving up): not from a destructor
+        // that runs while the iteration's own panic unwinds.
+        && !std::thread::panicking()
     {
         crate::adapt::wait_until_homefree(cx, load);
     }
