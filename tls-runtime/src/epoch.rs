@@ -140,9 +140,11 @@ pub(crate) struct EpochCx {
     pub(crate) index: u64,
     pub(crate) segment: Cell<u32>,
     homefree: Cell<bool>,
-    /// Homefree, and everything it did so far is committed (`memory::publish_prefix`):
-    /// from here on it runs as plain code does and never rolls back.
-    published: Cell<bool>,
+    /// [`PUBLISHED`] (homefree, and everything it did so far is committed,
+    /// `memory::publish_prefix`: from here on it runs as plain code does and never
+    /// rolls back) and [`SYNCED`]: one byte, so that a speculative read, which must
+    /// look at both, pays one test for them.
+    flags: Cell<u8>,
     watermark_cache: Cell<u64>,
     /// A rollback signal is unwinding: accesses made by destructors must not raise again.
     pub(crate) raising: Cell<bool>,
@@ -168,6 +170,8 @@ pub(crate) struct EpochCx {
     /// Times this epoch gave way on a busy lock inside another access's closure
     /// (see `memory::nesting`).
     pub(crate) gave_way: Cell<u32>,
+    /// The site's synchronized loads (looked at when [`SYNCED`] is set).
+    pub(crate) synced: Option<&'static crate::adapt::SyncedLoads>,
     /// Waits at synchronized loads (`adapt::synced`): the load and how long, for the
     /// report.
     pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration)>>,
@@ -180,6 +184,12 @@ pub(crate) struct RollbackSignal;
 /// waits until it is violated (the argument was stale) or homefree (it was not).
 pub(crate) struct AwaitHomefreeSignal;
 
+/// [`EpochCx`] flag: the epoch has published what it did and runs as plain code.
+const PUBLISHED: u8 = 1;
+/// [`EpochCx`] flag: the loop's site had synchronized loads when the epoch began (one
+/// learned meanwhile applies from the next epoch on).
+const SYNCED: u8 = 2;
+
 impl EpochCx {
     /// A fresh context for epoch `index` of a loop.
     pub(crate) fn new(tag: Tag, ring: &EpochRing, watermark: &AtomicU64) -> Self {
@@ -188,7 +198,11 @@ impl EpochCx {
             index: index_of(tag),
             segment: Cell::new(0),
             homefree: Cell::new(false),
-            published: Cell::new(false),
+            flags: Cell::new(if ring.synced().is_some_and(|s| s.active()) {
+                SYNCED
+            } else {
+                0
+            }),
             watermark_cache: Cell::new(0),
             raising: Cell::new(false),
             raised_at: Cell::new(None),
@@ -204,6 +218,7 @@ impl EpochCx {
             profile: RefCell::new(None),
             profiling: Cell::new(false),
             gave_way: Cell::new(0),
+            synced: ring.synced(),
             synced_waits: RefCell::new(Vec::new()),
         }
     }
@@ -250,7 +265,7 @@ impl EpochCx {
             undo: self.undo.take(),
             commits: self.commits.take(),
             held_panic: self.held_panic.take(),
-            published: self.published.get(),
+            published: self.published(),
         }
     }
 
@@ -260,7 +275,12 @@ impl EpochCx {
         *self.undo.borrow_mut() = logs.undo;
         *self.commits.borrow_mut() = logs.commits;
         *self.held_panic.borrow_mut() = logs.held_panic;
-        self.published.set(logs.published);
+        let f = self.flags.get();
+        self.flags.set(if logs.published {
+            f | PUBLISHED
+        } else {
+            f & !PUBLISHED
+        });
     }
 
     /// How many epochs are still to commit before this one, as last seen.
@@ -269,15 +289,23 @@ impl EpochCx {
         self.index.saturating_sub(self.watermark_cache.get())
     }
 
+    /// Whether the epoch has published what it did (and runs as plain code), or its
+    /// loads may have to wait ([`EpochCx::synced`]): the one test a speculative read
+    /// makes for both.
+    #[inline]
+    pub(crate) fn published_or_synced(&self) -> bool {
+        self.flags.get() != 0
+    }
+
     /// Whether the epoch has published what it did and now runs as plain code.
     #[inline]
     pub(crate) fn published(&self) -> bool {
-        self.published.get()
+        self.flags.get() & PUBLISHED != 0
     }
 
     /// Notes that everything the epoch did so far is committed.
     pub(crate) fn set_published(&self) {
-        self.published.set(true);
+        self.flags.set(self.flags.get() | PUBLISHED);
     }
 
     /// Marks the epoch homefree (the runner saw the watermark reach it).
@@ -343,7 +371,7 @@ impl EpochCx {
     /// `live_loops`), and until its commit it can still roll back.
     #[inline]
     pub(crate) fn check_violation(&self) {
-        if self.raising.get() || self.published.get() {
+        if self.raising.get() || self.published() {
             return;
         }
         if !self.homefree.get() {

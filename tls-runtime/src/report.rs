@@ -282,6 +282,8 @@ pub(crate) struct ThreadStats {
     pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
     /// Waits at synchronized loads: count and time, per load.
     pub(crate) synced: HashMap<SourceLocation, (u64, Duration)>,
+    /// Their time, all loads together: not work, for the adaptive policy's windows.
+    pub(crate) synced_wait: Duration,
 }
 
 impl ThreadStats {
@@ -298,6 +300,7 @@ impl ThreadStats {
         let w = self.synced.entry(SourceLocation(load)).or_default();
         w.0 += 1;
         w.1 += waited;
+        self.synced_wait += waited;
     }
 
     /// Counts a violation by `store` of `load` that discarded `wasted` of work.
@@ -351,6 +354,7 @@ impl ThreadStats {
             d.segment = d.segment.min(v.segment);
             d.load_access_sum += v.load_access_sum;
         }
+        self.synced_wait += other.synced_wait;
         for (load, (n, t)) in other.synced {
             let w = self.synced.entry(load).or_default();
             w.0 += n;

@@ -109,6 +109,12 @@ impl SyncedLoads {
         })
     }
 
+    /// Whether any load is synchronized now.
+    #[inline]
+    pub(crate) fn active(&self) -> bool {
+        self.any.load(Relaxed)
+    }
+
     /// Whether `load` is synchronized now.
     pub(crate) fn contains(&self, load: &'static Location<'static>) -> bool {
         self.any.load(Relaxed) && self.find(load).is_some()

@@ -14,7 +14,8 @@ pub(crate) struct Votes {
     items: u64,
     /// The work the epochs took, each by its own clock (see [`Votes::epoch`]).
     epoch_time: Duration,
-    /// When the window started, and the thread's blocked and wasted time then.
+    /// When the window started, and the thread's blocked (waiting, idle, or waiting
+    /// at synchronized loads) and wasted time then.
     since: Instant,
     blocked_before: Duration,
     wasted_before: Duration,
@@ -69,7 +70,7 @@ impl Votes {
             self.items = 0;
             self.epoch_time = Duration::ZERO;
             self.since = Instant::now();
-            self.blocked_before = ts.wait + ts.idle;
+            self.blocked_before = ts.wait + ts.idle + ts.synced_wait;
             self.wasted_before = ts.wasted;
         }
         self.epochs += 1;
@@ -84,7 +85,7 @@ impl Votes {
     pub(crate) fn flush(&mut self, site: &LoopSite, window: &Window, ts: &ThreadStats) {
         if self.epochs > 0 {
             let time = self.since.elapsed();
-            let blocked = (ts.wait + ts.idle).saturating_sub(self.blocked_before);
+            let blocked = (ts.wait + ts.idle + ts.synced_wait).saturating_sub(self.blocked_before);
             let wasted = ts.wasted.saturating_sub(self.wasted_before);
             let busy = time.saturating_sub(blocked);
             let useful = busy.saturating_sub(wasted);
@@ -92,7 +93,7 @@ impl Votes {
             if self.tune_chunk {
                 site.tune_chunk(self.epochs, self.items, self.rolled_back, self.epoch_time);
             }
-            self.blocked_before = ts.wait + ts.idle;
+            self.blocked_before = ts.wait + ts.idle + ts.synced_wait;
             self.wasted_before = ts.wasted;
             self.epochs = 0;
             self.rolled_back = 0;

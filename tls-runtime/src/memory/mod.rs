@@ -123,10 +123,15 @@ fn read_in_epoch<T, R>(
     f: impl FnOnce(&T) -> R,
 ) -> R {
     cx.note(slot as *const Slot<T> as usize, false, load);
-    if origin.private_to(cx) || cx.published() {
+    if origin.private_to(cx) {
         return slot.read_committed(f);
     }
-    synchronize(cx, load);
+    if cx.published_or_synced() {
+        if cx.published() {
+            return slot.read_committed(f);
+        }
+        synchronize(cx, load);
+    }
     let a = cx.begin_access();
     slot.read_spec(&a, load, f)
 }
@@ -135,7 +140,7 @@ fn read_in_epoch<T, R>(
 /// violated most epochs, see `adapt::SyncedLoads`), waits until the epoch is homefree.
 #[inline]
 fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
-    if let Some(s) = cx.ring().synced()
+    if let Some(s) = cx.synced
         && !cx.homefree()
         && !cx.raising.get()
         && s.must_wait(load)
@@ -251,7 +256,9 @@ pub(crate) fn update<T: Clone, R>(
             slot.update_committed(Some(&cx.access()), site, f)
         }
         Some(cx) => {
-            synchronize(cx, site);
+            if cx.published_or_synced() {
+                synchronize(cx, site);
+            }
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;
             cx.note(addr, false, site);

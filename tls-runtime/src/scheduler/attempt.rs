@@ -105,6 +105,12 @@ where
             work.ran += began.elapsed();
             for (load, waited) in cx.synced_waits.take() {
                 ts.synced_wait(load, waited);
+                // Waiting at a synchronized load is not the epoch's work: counted
+                // as work, a full dependence chain whose every epoch waits would
+                // look as if both threads did useful work, and the adaptive policy
+                // would keep it speculating (each epoch paying its fixed cost) rather
+                // than run it in order.
+                work.ran = work.ran.saturating_sub(waited);
             }
             end
         };
