@@ -6,6 +6,15 @@ use tls_runtime::{Control, Loop, Spec, SpecVec, inject_violations, when_homefree
 
 const THREADS: [usize; 4] = [1, 2, 4, 8];
 
+/// An iteration's own work on the running value it read.
+fn mix(running: u64, i: usize) -> u64 {
+    let mut x = running ^ (i as u64);
+    for _ in 0..200 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+    }
+    x
+}
+
 /// Each iteration reads a running value early (speculatively, in parallel with the
 /// iterations before it), then hands the update to a spawned thread. A thread of
 /// iteration i - 1 changes the value after iteration i read it: the plain write must
@@ -14,12 +23,8 @@ fn chain_through_threads(threads: usize, n: usize) -> (u64, Vec<u64>) {
     let running = Spec::new(1u64);
     let seen = SpecVec::from(vec![0u64; n]);
     Loop::new().threads(threads).run(0..n, |i| {
-        let before = running.get();
         // Work of the iteration's own, before it leaves speculation.
-        let mut x = before ^ (i as u64);
-        for _ in 0..200 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        }
+        let x = mix(running.get(), i);
         seen.set(i, x % 1000);
         tls_runtime::scope(|s| {
             // The thread sees the iteration's own write, made before the scope.
@@ -38,11 +43,7 @@ fn chain_sequentially(n: usize) -> (u64, Vec<u64>) {
     let mut running = 1u64;
     let mut seen = vec![0u64; n];
     for (i, s) in seen.iter_mut().enumerate() {
-        let mut x = running ^ (i as u64);
-        for _ in 0..200 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        }
-        *s = x % 1000;
+        *s = mix(running, i) % 1000;
         running = running.wrapping_mul(31).wrapping_add(i as u64);
     }
     (running, seen)
@@ -74,12 +75,7 @@ fn rollbacks_before_the_scope_do_not_repeat_its_threads() {
         let seen = SpecVec::from(vec![0u64; 200]);
         SPAWNED.store(0, Ordering::Relaxed);
         Loop::new().threads(threads).run(0..200usize, |i| {
-            let before = running.get();
-            let mut x = before ^ (i as u64);
-            for _ in 0..200 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
-            seen.set(i, x % 1000);
+            seen.set(i, mix(running.get(), i) % 1000);
             tls_runtime::scope(|s| {
                 s.spawn(|| {
                     SPAWNED.fetch_add(1, Ordering::Relaxed);
