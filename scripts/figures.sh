@@ -155,6 +155,27 @@ if want tpcc-loops; then
         target/release/tpcc "${run[@]}" --db "$tmp/tls.db" >/dev/null
     target/release/tls-chart --baseline "$FIG/tpcc-loops-sequential.json" \
         -o "$IMG/tpcc-loops.svg" "$FIG/tpcc-loops-tls.json"
+    # Profile mode on the same transactions: each loop's predicted speedup beside the
+    # one measured (the loop's wall time in order over its wall time speculative).
+    rm -rf "$tmp"/tls.db*
+    target/release/tpcc load --db "$tmp/tls.db" --warehouses 1 >/dev/null
+    TLS_MODE=profile TLS_REPORT="$tmp/profile.json" \
+        target/release/tpcc "${run[@]}" --db "$tmp/tls.db" >/dev/null
+    python3 - "$tmp/profile.json" "$FIG/tpcc-loops-sequential.json" "$FIG/tpcc-loops-tls.json" \
+        >"$FIG/tpcc-predict.txt" <<'EOF'
+import json, sys
+profile, seq, tls = (
+    {l["name"]: l for l in json.load(open(f))} for f in sys.argv[1:4]
+)
+cores = ["2", "4", "8", "16", "64"]
+print(("loop                    measured 2  " + "".join(f"predicted {c:<4}" for c in cores)).rstrip())
+for name, p in profile.items():
+    pred = p.get("predicted_speedup") or {}
+    measured = "-"
+    if name in seq and name in tls and tls[name]["wall_ns"] > 0:
+        measured = f"{seq[name]['wall_ns'] / tls[name]['wall_ns']:.2f}x"
+    print(f"{name:<22} {measured:>11}  " + "".join(f"{pred.get(c, 0):>12.2f}x " for c in cores).rstrip())
+EOF
 fi
 
 if want walkthrough; then
