@@ -12,6 +12,14 @@
 //!
 //! Injected violations appear in reports like real ones, with both sides of the
 //! dependence at this file's line, so they are easy to tell apart.
+//!
+//! The rate applies per check, so an epoch's chance to finish unviolated falls with
+//! the checks it makes: a body of 60 checks (an inner loop the macro polls, say) at
+//! one in five finishes speculatively about once in 650,000 attempts, and nearly all
+//! of its work is redone when it becomes homefree (the homefree epoch is never hit).
+//! The result stays right but the loop runs many times slower; for such bodies use a
+//! rate of a few per thousand checks. Injected violations never make a load
+//! synchronized (see the report's synchronized loads): only real ones count.
 
 use crate::epoch::{Cause, EpochCx};
 use core::cell::Cell;
