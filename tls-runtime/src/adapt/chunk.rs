@@ -72,7 +72,8 @@ impl LoopSite {
     /// went back and forth would pay a window of those each time; the chunk drops to
     /// the short target at once. From then on it never exceeds the short target,
     /// grows by at most double a window, and halves when more than a quarter of the
-    /// epochs lose a good part of their work.
+    /// epochs lose a good part of their work. While the site synchronizes a load
+    /// (`synced.rs`), an epoch is one iteration.
     pub(crate) fn tune_chunk(&self, epochs: u32, items: u64, rolled_back: u32, busy: Duration) {
         if items == 0 || epochs == 0 {
             return;
@@ -86,7 +87,14 @@ impl LoopSite {
         let short = for_target(false);
         self.short_chunk.store(short, Relaxed);
         let current = self.chunk.load(Relaxed).max(1);
-        let next = if quiet {
+        let next = if self.synced.active() {
+            // An epoch that reaches a synchronized load waits there for the whole
+            // epoch before it: with several iterations an epoch, only the first
+            // one's work before the load would overlap. One iteration an epoch; if
+            // that is too short to pay, the window says so and the site runs in
+            // order.
+            1
+        } else if quiet {
             for_target(true)
         } else if halve_chunk(u64::from(rolled_back), u64::from(epochs)) {
             (current / 2).clamp(1, short)

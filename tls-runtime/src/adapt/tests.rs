@@ -453,3 +453,31 @@ fn an_in_order_stretch_lasts_at_most_max_stretch() {
     assert!(site.ran_in_order_at(1, t0 + max), "over after MAX_STRETCH");
     assert!(!site.in_order());
 }
+
+/// While the site synchronizes a load, an epoch is one iteration: with several, an
+/// epoch that reaches the load in its first iteration would wait for the whole epoch
+/// before it.
+#[test]
+fn a_site_that_synchronizes_a_load_runs_one_iteration_an_epoch() {
+    #[track_caller]
+    fn here() -> &'static core::panic::Location<'static> {
+        core::panic::Location::caller()
+    }
+    let site = LoopSite::new();
+    site.note_rollback();
+    let per_item = Duration::from_micros(1);
+    site.tune_chunk(WINDOW, u64::from(WINDOW), 0, per_item * WINDOW);
+    site.tune_chunk(WINDOW, u64::from(WINDOW) * 4, 0, per_item * WINDOW * 4);
+    assert!(
+        site.chunk() > 1,
+        "short iterations are grouped: {}",
+        site.chunk()
+    );
+    let load = here();
+    for i in 0..super::SYNC_AFTER {
+        site.synced.note_violation(load, 1, i);
+    }
+    assert!(site.synced.contains(load));
+    site.tune_chunk(WINDOW, u64::from(WINDOW) * 4, 0, per_item * WINDOW * 4);
+    assert_eq!(site.chunk(), 1);
+}

@@ -19,7 +19,9 @@
 //!   hit it, in a first replay) is *synchronized*, as the runtime learns to do
 //!   (`adapt/synced.rs`): the replay that gives the prediction makes an epoch that
 //!   reaches it wait until the epoch before has committed, keeping its work, and no
-//!   read from there on is violated. The dependences reported are the first replay's.
+//!   read from there on is violated, with one iteration an epoch unless the loop sets
+//!   its chunk (the runtime's chunking does the same while it synchronizes a load).
+//!   The dependences reported are the first replay's.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
 //!   paying the measured serialized cost of a commit hand-off plus the measured cost
@@ -512,10 +514,14 @@ pub(super) fn predict_chunked(
             return simulate_varied(sim, &epochs, threads, costs, &[]);
         }
         // The runtime learns to synchronize these loads and then runs without their
-        // violations; the dependences stay as found (the report names them, with
-        // their advice).
-        let with = simulate_replay(&epochs, threads, costs, 0, &synced);
-        let with = simulate_varied(with, &epochs, threads, costs, &synced);
+        // violations, one iteration an epoch unless the loop sets its chunk; the
+        // dependences stay as found (the report names them, with their advice).
+        let single = match chunk {
+            None => chunked(items, 1),
+            Some(_) => epochs.clone(),
+        };
+        let with = simulate_replay(&single, threads, costs, 0, &synced);
+        let with = simulate_varied(with, &single, threads, costs, &synced);
         let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
         unsynced.time = with.time;
         unsynced.rolled_back = with.rolled_back;

@@ -400,3 +400,51 @@ fn a_load_that_violates_most_epochs_is_predicted_synchronized() {
     let unsynced = sequential / plain.time;
     assert!(unsynced < 1.5, "without synchronization: {unsynced}");
 }
+
+/// With a synchronized load the runtime runs one iteration an epoch (unless the loop
+/// sets its chunk), and so does the prediction: short iterations that automatic
+/// chunking would group still overlap but for their tails.
+#[test]
+fn a_synchronized_load_is_predicted_one_iteration_an_epoch() {
+    #[track_caller]
+    fn here() -> Site {
+        Location::caller()
+    }
+    let site = here();
+    let e: Vec<_> = (0..400)
+        .map(|_| EpochProfile {
+            dur: 2_000.0,
+            events: vec![
+                // A checkpoint just before: a rollback loses little, so the chunk
+                // is not halved for it; only synchronizing makes it one iteration.
+                Event {
+                    at: 1_900.0,
+                    loc: 0,
+                    kind: AccessKind::Checkpoint,
+                    site: None,
+                },
+                Event {
+                    at: 1_950.0,
+                    loc: 7,
+                    kind: AccessKind::Read,
+                    site: Some(site),
+                },
+                Event {
+                    at: 1_950.0,
+                    loc: 7,
+                    kind: AccessKind::Write,
+                    site: Some(site),
+                },
+            ],
+            commit_work: 0.0,
+        })
+        .collect();
+    let sequential = 400.0 * 2_000.0;
+    let auto = sequential / predict_chunked(&e, 2, &FREE, None).time;
+    let grouped = sequential / predict_chunked(&e, 2, &FREE, Some(5)).time;
+    assert!(auto > 1.8, "one iteration an epoch: {auto}");
+    assert!(
+        grouped < auto - 0.3,
+        "five an epoch, set by the loop: {grouped}"
+    );
+}
