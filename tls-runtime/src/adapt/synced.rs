@@ -57,9 +57,15 @@ struct Candidate {
 }
 
 /// The loads a site synchronizes, and the violations that may make it synchronize more.
+///
+/// Its atomics are `Relaxed`, as the rest of the site's state: they steer scheduling,
+/// never correctness (an epoch that waits or does not is protected by the violation
+/// protocol either way); a race between a release and a new load costs at most a
+/// stretch of relearning.
 #[derive(Debug)]
 pub(crate) struct SyncedLoads {
-    /// Whether any slot holds a load: the one check every speculative read pays.
+    /// Whether any slot holds a load: read when an epoch begins (a speculative read
+    /// of an epoch that began without any pays nothing more; see `EpochCx::new`).
     any: AtomicBool,
     slots: [AtomicPtr<Location<'static>>; SLOTS],
     /// Waits left before the load in the same slot is released.
@@ -195,10 +201,15 @@ impl SyncedLoads {
     fn synchronize(&self, load: &'static Location<'static>) {
         let p = load as *const Location<'static> as *mut Location<'static>;
         for (k, s) in self.slots.iter().enumerate() {
+            if !s.load(Relaxed).is_null() {
+                continue;
+            }
+            // The count first, so that a wait that finds the load at once counts
+            // down from a full budget (a stale 0 would release it at once).
+            self.left[k].store(SYNC_FOR, Relaxed);
             if s.compare_exchange(core::ptr::null_mut(), p, Relaxed, Relaxed)
                 .is_ok()
             {
-                self.left[k].store(SYNC_FOR, Relaxed);
                 self.any.store(true, Relaxed);
                 return;
             }
