@@ -147,6 +147,9 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
         // Waiting may unwind (a violation, or giving up): not from a destructor
         // that runs while the iteration's own panic unwinds.
         && !std::thread::panicking()
+        // Nor while a closure of this thread holds another location, which an
+        // earlier epoch may need to commit: the load stays speculative there.
+        && !nesting::nested()
     {
         crate::adapt::wait_until_homefree(cx, load);
     }
