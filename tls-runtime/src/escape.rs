@@ -95,7 +95,10 @@ pub(crate) fn escaped<R>(f: impl FnOnce() -> R) -> R {
 ///
 /// Outside any speculative epoch this is just `f()`. Inside one, a violation that is
 /// already pending is raised first (an epoch that read stale data never makes the
-/// call), then `f` runs with speculation suspended, holding the lock.
+/// call), then `f` runs with speculation suspended, holding the lock: speculative
+/// containers it reads give their committed values (not the epoch's own writes so
+/// far, nor uncommitted ones of earlier epochs), and its writes to them are made at
+/// once, as plain code's are. Pass it what it needs from the iteration as arguments.
 ///
 /// ```
 /// use tls_runtime::{EscapeLock, escape, on_violation};

@@ -49,6 +49,25 @@ pub fn inject_violations(per_million: u32) {
 
 thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0x9E37_79B9_7F4A_7C15) };
+    /// Set while the runtime's own epochs run on this thread (profile mode's
+    /// calibration): they are not the user's to test, and nothing catches a rollback
+    /// of theirs.
+    static OFF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Turns injection off on this thread while it lives.
+pub(crate) struct Off(bool);
+
+impl Off {
+    pub(crate) fn new() -> Self {
+        Off(OFF.with(|o| o.replace(true)))
+    }
+}
+
+impl Drop for Off {
+    fn drop(&mut self) {
+        OFF.with(|o| o.set(self.0));
+    }
 }
 
 /// Maybe violates the speculative epoch `cx` at its current segment (called where
@@ -56,7 +75,7 @@ thread_local! {
 #[inline]
 pub(crate) fn maybe_violate(cx: &EpochCx) {
     let rate = RATE.load(Ordering::Relaxed);
-    if rate == 0 {
+    if rate == 0 || OFF.with(Cell::get) {
         return;
     }
     let draw = RNG.with(|r| {

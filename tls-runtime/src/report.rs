@@ -81,7 +81,8 @@ pub struct SyncedLoad {
     pub load: SourceLocation,
     /// Epochs that waited there in this run.
     pub waits: u64,
-    /// Time they waited, summed (part of `busy` and `wasted`, as the epochs' own).
+    /// Time they waited, summed: counted in `busy`, or in `wasted` for attempts
+    /// rolled back all the same, so it can exceed either.
     pub waited: Duration,
 }
 

@@ -94,8 +94,13 @@ fn child() {
 /// calibrated per-epoch cost), which another tenant of a shared machine can disturb
 /// for seconds (two plain threads have been seen running no faster than one): a
 /// failed check is run again, up to three times, and must pass once.
+/// The tests' child processes take turns: two at once on a small machine would
+/// disturb the timings the predictions are built from.
+static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn profile_mode_predicts_speedups_by_loop_structure() {
+    let _turn = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
     for attempt in 1..=3 {
         match std::panic::catch_unwind(predictions_follow_loop_structure) {
             Ok(()) => return,
@@ -189,10 +194,13 @@ fn predictions_follow_loop_structure() {
     );
     assert_eq!(kind("late load"), "checkpoint", "{}", advice("late load"));
     // What it keeps is the work before the load, less what each rollback of the
-    // tail costs (unwinding: several microseconds here).
+    // tail costs (unwinding: several microseconds here). Without it, the runtime
+    // synchronizes the load when it violates most epochs (and so does the
+    // prediction), which keeps most of that work too: the fix is predicted no worse,
+    // not necessarily much better.
     assert!(after("late load") > 1.1, "{}", advice("late load"));
     assert!(
-        after("late load") > p("late load", "2") + 0.1,
+        after("late load") >= p("late load", "2") - 0.05,
         "{} {}",
         find("late load"),
         advice("late load")
@@ -210,4 +218,39 @@ fn predictions_follow_loop_structure() {
         assert!(after("running total") > 1.5, "{}", advice("running total"));
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn injected_child() {
+    if std::env::var_os("TLS_PROFILE_INJECT_CHILD").is_some() {
+        // Injection on before the process's first loop: profile mode's calibration,
+        // which runs then, must not be hit by it.
+        tls_runtime::inject_violations(100_000);
+        let v = tls_runtime::SpecVec::from(vec![0u64; 10]);
+        tls_runtime::for_each(0..10usize, |i| v.update(i, |x| *x += 1));
+        tls_runtime::inject_violations(0);
+        assert_eq!(v.into_vec(), vec![1; 10]);
+        println!("INJECTED CHILD DONE");
+    }
+}
+
+/// Violation injection and profile mode together (a test suite run with
+/// `TLS_MODE=profile`): the calibration's own epochs are not injected into.
+#[test]
+fn profile_mode_runs_with_violations_injected() {
+    let _turn = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "injected_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TLS_PROFILE_INJECT_CHILD", "1")
+        .env("TLS_MODE", "profile")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("INJECTED CHILD DONE"));
 }
