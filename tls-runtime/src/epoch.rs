@@ -172,9 +172,9 @@ pub(crate) struct EpochCx {
     pub(crate) gave_way: Cell<u32>,
     /// The site's synchronized loads (looked at when [`SYNCED`] is set).
     pub(crate) synced: Option<&'static crate::adapt::SyncedLoads>,
-    /// Waits at synchronized loads (`adapt::synced`): the load and how long, for the
-    /// report.
-    pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration)>>,
+    /// Waits at synchronized loads (`adapt::synced`): the load, how long, and whether
+    /// the wait gave up, for the report.
+    pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration, bool)>>,
 }
 
 /// The unwinding payload that carries a rollback to the epoch runner.

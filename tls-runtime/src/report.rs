@@ -84,6 +84,39 @@ pub struct SyncedLoad {
     /// Time they waited, summed: counted in `busy`, or in `wasted` for attempts
     /// rolled back all the same, so it can exceed either.
     pub waited: Duration,
+    /// Of `waits`, those that gave up after 2 ms (the epoch then ran again once
+    /// homefree): an earlier epoch still had that much work to do, or its thread was
+    /// not running (more threads than cores, a busy machine).
+    pub gave_up: u64,
+}
+
+impl SyncedLoad {
+    pub(crate) fn new(load: SourceLocation) -> Self {
+        SyncedLoad {
+            load,
+            waits: 0,
+            waited: Duration::ZERO,
+            gave_up: 0,
+        }
+    }
+
+    /// Adds `other`'s waits (of the same load) to these.
+    pub(crate) fn add(&mut self, other: &SyncedLoad) {
+        self.waits += other.waits;
+        self.waited += other.waited;
+        self.gave_up += other.gave_up;
+    }
+}
+
+/// The words on synchronized waits that gave up, for a report line.
+pub(crate) fn gave_up(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {n} gave up after 2 ms (an earlier epoch still had long work to do, or its thread was not running: more threads than cores, a busy machine)"
+        )
+    }
 }
 
 /// The report of one run of a speculative loop (see [`last_report`]).
@@ -201,8 +234,11 @@ impl fmt::Display for LoopReport {
             writeln!(
                 f,
                 "  synchronized load {}: {} epochs waited there until homefree ({:.3?}), \
-                 instead of reading early and rolling back",
-                s.load, s.waits, s.waited
+                 instead of reading early and rolling back{}",
+                s.load,
+                s.waits,
+                s.waited,
+                gave_up(s.gave_up)
             )?;
         }
         if let Some(p) = &self.predicted_speedup {
@@ -282,7 +318,7 @@ pub(crate) struct ThreadStats {
     pub(crate) present: Duration,
     pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
     /// Waits at synchronized loads: count and time, per load.
-    pub(crate) synced: HashMap<SourceLocation, (u64, Duration)>,
+    pub(crate) synced: HashMap<SourceLocation, SyncedLoad>,
     /// Their time, all loads together: not work, for the adaptive policy's windows.
     pub(crate) synced_wait: Duration,
 }
@@ -297,10 +333,22 @@ impl ThreadStats {
     }
 
     /// Counts a wait of `waited` at the synchronized load `load`.
-    pub(crate) fn synced_wait(&mut self, load: &'static Location<'static>, waited: Duration) {
-        let w = self.synced.entry(SourceLocation(load)).or_default();
-        w.0 += 1;
-        w.1 += waited;
+    pub(crate) fn synced_wait(
+        &mut self,
+        load: &'static Location<'static>,
+        waited: Duration,
+        gave_up: bool,
+    ) {
+        let load = SourceLocation(load);
+        self.synced
+            .entry(load)
+            .or_insert_with(|| SyncedLoad::new(load))
+            .add(&SyncedLoad {
+                load,
+                waits: 1,
+                waited,
+                gave_up: u64::from(gave_up),
+            });
         self.synced_wait += waited;
     }
 
@@ -356,10 +404,11 @@ impl ThreadStats {
             d.load_access_sum += v.load_access_sum;
         }
         self.synced_wait += other.synced_wait;
-        for (load, (n, t)) in other.synced {
-            let w = self.synced.entry(load).or_default();
-            w.0 += n;
-            w.1 += t;
+        for (load, s) in other.synced {
+            self.synced
+                .entry(load)
+                .or_insert_with(|| SyncedLoad::new(load))
+                .add(&s);
         }
     }
 
@@ -403,15 +452,7 @@ impl ThreadStats {
                 .then_with(|| a.store.to_string().cmp(&b.store.to_string()))
                 .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
         });
-        let mut synchronized: Vec<SyncedLoad> = self
-            .synced
-            .into_iter()
-            .map(|(load, (waits, waited))| SyncedLoad {
-                load,
-                waits,
-                waited,
-            })
-            .collect();
+        let mut synchronized: Vec<SyncedLoad> = self.synced.into_values().collect();
         synchronized.sort_by(|a, b| {
             b.waited
                 .cmp(&a.waited)

@@ -5,7 +5,7 @@
 use crate::advice::Advice;
 use crate::config::{ReportSink, env};
 use crate::json::json_str;
-use crate::report::{LoopReport, RunMode, SourceLocation, keep_last};
+use crate::report::{LoopReport, RunMode, SourceLocation, SyncedLoad, keep_last};
 use crate::sync::lock_std;
 use crate::trace;
 use std::fmt::Write as _;
@@ -37,7 +37,7 @@ struct Totals {
     idle: Duration,
     deps: Vec<DepTotals>,
     /// Waits at synchronized loads: load, count, time.
-    synced: Vec<(SourceLocation, u64, Duration)>,
+    synced: Vec<SyncedLoad>,
     /// Profile mode: sequential time, and predicted time per core count.
     profiled: Option<(f64, Vec<(usize, f64)>)>,
 }
@@ -180,15 +180,12 @@ fn record(r: &LoopReport) {
     t.deps
         .sort_by(|a, b| b.wasted.cmp(&a.wasted).then(b.count.cmp(&a.count)));
     for s in &r.synchronized {
-        match t.synced.iter_mut().find(|x| x.0 == s.load) {
-            Some(x) => {
-                x.1 += s.waits;
-                x.2 += s.waited;
-            }
-            None => t.synced.push((s.load, s.waits, s.waited)),
+        match t.synced.iter_mut().find(|x| x.load == s.load) {
+            Some(x) => x.add(s),
+            None => t.synced.push(*s),
         }
     }
-    t.synced.sort_by_key(|s| std::cmp::Reverse(s.2));
+    t.synced.sort_by_key(|s| std::cmp::Reverse(s.waited));
 }
 
 /// Makes sure reports and traces are written when the process exits.
@@ -247,11 +244,14 @@ fn summary(all: &[Totals]) -> String {
                 t.stuck_zombies
             );
         }
-        for (load, waits, waited) in &t.synced {
+        for s in &t.synced {
             let _ = writeln!(
                 out,
-                "    synchronized load {load}: {waits} epochs waited there until homefree \
-                 ({waited:.3?})"
+                "    synchronized load {}: {} epochs waited there until homefree ({:.3?}){}",
+                s.load,
+                s.waits,
+                s.waited,
+                crate::report::gave_up(s.gave_up)
             );
         }
         if let Some(d) = t.deps.first() {
@@ -336,13 +336,15 @@ fn json(all: &[Totals]) -> String {
         }
         out.push(']');
         out.push_str(", \"synchronized\": [");
-        for (j, (load, waits, waited)) in t.synced.iter().enumerate() {
+        for (j, s) in t.synced.iter().enumerate() {
             let _ = write!(
                 out,
-                "{}{{\"load\": {}, \"waits\": {waits}, \"wait_ns\": {}}}",
+                "{}{{\"load\": {}, \"waits\": {}, \"wait_ns\": {}, \"gave_up\": {}}}",
                 if j > 0 { ", " } else { "" },
-                json_str(&load.to_string()),
-                ns(*waited)
+                json_str(&s.load.to_string()),
+                s.waits,
+                ns(s.waited),
+                s.gave_up
             );
         }
         out.push(']');

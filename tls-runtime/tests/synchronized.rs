@@ -105,3 +105,58 @@ fn synchronized_loads_keep_the_sequential_result() {
         }
     }
 }
+
+/// A wait at a synchronized load gives up after 2 ms (the epoch re-runs once
+/// homefree) and the report counts it: here the oldest iteration sleeps 10 ms while
+/// the next one waits at the load.
+#[test]
+fn a_wait_that_gives_up_is_counted() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let mut waited_runs = 0;
+    for _ in 0..20 {
+        let running = Spec::new(1u64);
+        // Learn the load: every epoch reads it first and writes it last.
+        for _ in 0..3 {
+            Loop::new()
+                .threads(2)
+                .chunk(1)
+                .site(site)
+                .run(0..200u64, |i| {
+                    let r = running.get();
+                    running.set(r.wrapping_add(spin(i % 3 + 1) % 7));
+                    Control::<()>::Continue
+                });
+        }
+        Loop::new()
+            .threads(2)
+            .chunk(1)
+            .site(site)
+            .run(0..8u64, |i| {
+                if i == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                let r = running.get();
+                running.set(r.wrapping_add(spin(i % 3 + 1) % 7));
+                Control::<()>::Continue
+            });
+        let report = last_report().expect("a report");
+        if let Some(s) = report.synchronized.first() {
+            // Waits of no length are made by epochs already homefree (a run the
+            // caller ran alone): only a long one says a worker waited.
+            if s.waited >= std::time::Duration::from_millis(2) {
+                waited_runs += 1;
+            }
+            if s.gave_up > 0 {
+                assert!(
+                    report.to_string().contains("gave up after 2 ms"),
+                    "{report}"
+                );
+                return;
+            }
+        }
+    }
+    // A second thread is needed to wait at all: a run with waits but no give-up
+    // means the wait did not stop at 2 ms while the oldest epoch slept 10.
+    assert_eq!(waited_runs, 0, "waits of 2 ms and more, but none gave up");
+}

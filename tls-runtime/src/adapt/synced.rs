@@ -225,22 +225,26 @@ impl SyncedLoads {
 #[cold]
 pub(crate) fn wait_until_homefree(cx: &EpochCx, load: &'static Location<'static>) {
     let started = Instant::now();
-    let note = || cx.synced_waits.borrow_mut().push((load, started.elapsed()));
+    let note = |gave_up: bool| {
+        cx.synced_waits
+            .borrow_mut()
+            .push((load, started.elapsed(), gave_up));
+    };
     let mut spins = 0u32;
     loop {
         // Refreshes the watermark; a pending violation unwinds from here.
         if cx.ring().slot(cx.index).pending(Ordering::Relaxed) != NOT_VIOLATED {
-            note();
+            note(false);
         }
         cx.check_violation();
         if cx.homefree() {
-            note();
+            note(false);
             return;
         }
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(64) {
             if started.elapsed() > MAX_WAIT {
-                note();
+                note(true);
                 cx.raise(AwaitHomefreeSignal);
             }
             std::thread::yield_now();
