@@ -13,7 +13,8 @@
 //!   the loop would get without it, the most any change of the body could give.
 
 use super::calibration::costs;
-use super::model::{IN_ORDER_RATIO, Site, predict_chunked};
+use super::model::{IN_ORDER_RATIO, Site};
+use super::predict::predict_chunked;
 use super::recorder::{AccessKind, EpochProfile, Event};
 use crate::advice::{AdviceKind, advise, read_modify_write};
 use crate::report::{Dependence, SourceLocation};

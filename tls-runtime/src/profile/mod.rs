@@ -15,12 +15,13 @@
 mod advise;
 mod calibration;
 mod model;
+mod predict;
 mod profiled_run;
 mod recorder;
 
 pub(crate) use advise::predicted_dependences;
 pub(crate) use calibration::costs as calibrate;
-pub(crate) use model::speedups;
+pub(crate) use predict::speedups;
 pub(crate) use profiled_run::run_profiled;
 pub(crate) use recorder::Recorder;
 

@@ -53,19 +53,13 @@
 //! [`halve_chunk`] and [`lost_enough_ns`]). Item boundaries inside a chunk are not
 //! checkpoints, as in the runtime.
 
-use super::PREDICTED_CORES;
-use super::calibration::{Costs, costs};
+use super::calibration::Costs;
 use super::recorder::{AccessKind, EpochProfile, Event};
-use crate::adapt::{SYNC_AFTER, SYNC_DENSITY};
-use crate::rules::{
-    EPOCHS_PER_THREAD, MAX_CHUNK, halve_chunk, lost_enough_ns, run_chunk, target_epoch,
-};
+use crate::rules::{EPOCHS_PER_THREAD, lost_enough_ns};
 #[cfg(doc)]
-use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
-use std::borrow::Cow;
+use crate::rules::{MAX_CHUNK, QUIET_TARGET_EPOCH, TARGET_EPOCH, halve_chunk};
 use std::collections::HashMap;
 use std::panic::Location;
-use std::time::Duration;
 
 /// A source line of an access.
 pub(super) type Site = &'static Location<'static>;
@@ -89,7 +83,7 @@ pub(super) struct SimDependence {
 
 impl SimDependence {
     /// Adds what another replay saw of the same dependence.
-    fn add(&mut self, other: &SimDependence) {
+    pub(super) fn add(&mut self, other: &SimDependence) {
         self.count += other.count;
         self.lost += other.lost;
         self.load_share_sum += other.load_share_sum;
@@ -145,7 +139,7 @@ pub(super) fn simulate(epochs: &[EpochProfile], threads: usize, costs: &Costs) -
 
 /// [`simulate`], with each epoch's length varied as replay `replay` of
 /// [`simulate_varied`] varies it (replay 0: as recorded).
-fn simulate_replay(
+pub(super) fn simulate_replay(
     epochs: &[EpochProfile],
     threads: usize,
     costs: &Costs,
@@ -440,181 +434,6 @@ fn checks(events: &[Event], i: usize, ev: &Event) -> bool {
         || !(events[i - 1].kind == AccessKind::Read && events[i - 1].loc == ev.loc)
 }
 
-/// The epochs the runtime would run for `items` grouped `chunk` at a time: durations
-/// add up, events keep their order and move by the time of the items before them.
-fn chunked(items: &[EpochProfile], chunk: usize) -> Cow<'_, [EpochProfile]> {
-    if chunk <= 1 {
-        // One iteration per epoch: the recorded epochs as they are, not a copy of
-        // every event for each core count predicted.
-        return Cow::Borrowed(items);
-    }
-    let epochs: Vec<EpochProfile> = items
-        .chunks(chunk)
-        .map(|group| {
-            let mut epoch = EpochProfile::default();
-            for item in group {
-                let offset = epoch.dur;
-                epoch.events.extend(item.events.iter().map(|ev| Event {
-                    at: ev.at + offset,
-                    ..*ev
-                }));
-                epoch.dur += item.dur;
-                epoch.commit_work += item.commit_work;
-            }
-            epoch
-        })
-        .collect();
-    Cow::Owned(epochs)
-}
-
-/// The predicted wall time of `items` on `threads` threads with the runtime's
-/// chunking: `chunk` iterations per epoch if the loop sets it, else the automatic
-/// choice (about [`TARGET_EPOCH`] per epoch, or [`QUIET_TARGET_EPOCH`] when no epoch
-/// is violated), halved while more than a quarter of the epochs roll back.
-pub(super) fn predict_chunked(
-    items: &[EpochProfile],
-    threads: usize,
-    costs: &Costs,
-    chunk: Option<usize>,
-) -> Simulated {
-    // The runtime sizes chunks from the busy time per iteration, which includes the
-    // per-epoch cost spread over the chunk: it settles where
-    // `chunk * mean + epoch cost = target`, within the run's cap.
-    let mean = items.iter().map(|e| e.dur + e.commit_work).sum::<f64>() / items.len().max(1) as f64;
-    let for_target = |quiet: bool| {
-        let ideal = (target_epoch(quiet).as_nanos() as f64 - costs.epoch) / mean.max(1.0);
-        ideal.clamp(1.0, f64::from(MAX_CHUNK)) as usize
-    };
-    let auto = |quiet: bool| run_chunk(for_target(quiet), for_target(false), items.len(), threads);
-    let mut c = chunk.unwrap_or_else(|| auto(false));
-    loop {
-        let epochs = chunked(items, c);
-        // The chunk is chosen on the recorded lengths alone; the varied replays only
-        // refine the prediction for the chunk chosen, and only where a dependence
-        // makes timing matter (without one, replays differ by their lengths alone).
-        let sim = simulate(&epochs, threads, costs);
-        if chunk.is_none() && c > 1 && halve_chunk(sim.rolled_back as u64, epochs.len() as u64) {
-            c /= 2;
-            continue;
-        }
-        if sim.deps.is_empty() {
-            // No epoch violated: the runtime lengthens its epochs to the quiet
-            // target, and keeps them there while none is violated.
-            let quiet = auto(true);
-            if chunk.is_none() && quiet > c {
-                let longer = simulate(&chunked(items, quiet), threads, costs);
-                if longer.deps.is_empty() {
-                    return longer;
-                }
-            }
-            return sim;
-        }
-        let synced = synchronized(&sim, epochs.len());
-        if synced.is_empty() {
-            return simulate_varied(sim, &epochs, threads, costs, &[]);
-        }
-        // The runtime learns to synchronize these loads and then runs without their
-        // violations, one iteration an epoch unless the loop sets its chunk; the
-        // dependences stay as found (the report names them, with their advice).
-        let single = match chunk {
-            None => chunked(items, 1),
-            Some(_) => epochs.clone(),
-        };
-        let with = simulate_replay(&single, threads, costs, 0, &synced);
-        let with = simulate_varied(with, &single, threads, costs, &synced);
-        let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
-        unsynced.time = with.time;
-        unsynced.rolled_back = with.rolled_back;
-        return unsynced;
-    }
-}
-
-/// The loads the runtime would synchronize after the replay `sim` of `epochs`
-/// epochs: those that violated at least half of them (`adapt::synced`'s rule, on the
-/// whole run).
-fn synchronized(sim: &Simulated, epochs: usize) -> Vec<Site> {
-    let mut per_load: HashMap<Site, u64> = HashMap::new();
-    for (&(_, load), d) in &sim.deps {
-        *per_load.entry(load).or_default() += d.count;
-    }
-    let mut loads: Vec<Site> = per_load
-        .into_iter()
-        .filter(|&(_, n)| n >= SYNC_AFTER && n * SYNC_DENSITY >= epochs as u64)
-        .map(|(load, _)| load)
-        .collect();
-    loads.sort_by_key(|l| (l.file(), l.line(), l.column()));
-    loads
-}
-
-/// Predicted speedups for [`PREDICTED_CORES`], with the sequential time they are
-/// relative to.
-pub(crate) fn speedups(
-    epochs: &[EpochProfile],
-    chunk: Option<usize>,
-) -> (Duration, Vec<(usize, f64)>) {
-    let costs = costs();
-    let sequential: f64 = epochs.iter().map(|e| e.dur + e.commit_work).sum();
-    let out = PREDICTED_CORES
-        .iter()
-        .map(|&p| {
-            let t = if p == 1 {
-                sequential
-            } else {
-                predict_chunked(epochs, p, &costs, chunk).time
-            };
-            let s = if t > 0.0 { sequential / t } else { 1.0 };
-            // The adaptive fallback runs the loop in order rather than lose.
-            (p, s.max(IN_ORDER_RATIO))
-        })
-        .collect();
-    (Duration::from_nanos(sequential as u64), out)
-}
-
-/// Adds to `recorded` (the replay of the epochs as recorded) [`REPLAYS`] - 1 replays
-/// with each epoch's length varied by up to [`VARIATION`] (deterministically), and
-/// averages: an epoch's length moves by a few percent from one run to the next, and
-/// where two threads' epochs end close together (a dependence at the end of each
-/// epoch), whether they race is decided by those few percent. One replay of the
-/// recorded lengths picks one outcome; a real run goes either way, and a prediction
-/// from one replay was off by half on such loops.
-fn simulate_varied(
-    recorded: Simulated,
-    epochs: &[EpochProfile],
-    threads: usize,
-    costs: &Costs,
-    synced: &[Site],
-) -> Simulated {
-    let mut total = recorded;
-    for replay in 1..REPLAYS {
-        let sim = simulate_replay(epochs, threads, costs, replay as u64, synced);
-        total.time += sim.time;
-        total.rolled_back += sim.rolled_back;
-        for (k, d) in sim.deps {
-            total
-                .deps
-                .entry(k)
-                .or_insert(SimDependence {
-                    segment: d.segment,
-                    ..SimDependence::default()
-                })
-                .add(&d);
-        }
-    }
-    let n = REPLAYS as f64;
-    total.time /= n;
-    total.rolled_back = (total.rolled_back as f64 / n).round() as usize;
-    for d in total.deps.values_mut() {
-        // Averaged counts; the sums of shares and indexes stay consistent with them.
-        let count = d.count;
-        d.count = (count as f64 / n).ceil() as u64;
-        d.lost /= n;
-        let per = d.count as f64 / count.max(1) as f64;
-        d.load_share_sum *= per;
-        d.load_index_sum = (d.load_index_sum as f64 * per).round() as u64;
-    }
-    total
-}
-
 /// A deterministic value in [-1, 1) for epoch `j` of replay `r` (splitmix64).
 fn unit_noise(j: u64, r: u64) -> f64 {
     let mut z = j
@@ -628,9 +447,6 @@ fn unit_noise(j: u64, r: u64) -> f64 {
 
 /// Restarts of one epoch the replay follows (see `simulate_replay`).
 const MAX_RESTARTS: u32 = 8;
-
-/// Replays per prediction (see [`simulate_varied`]).
-const REPLAYS: usize = 6;
 
 /// How much a replay varies each epoch's length: up to this share either way.
 const VARIATION: f64 = 0.08;
@@ -647,6 +463,9 @@ const RACE_SHARE: f64 = 0.05;
 /// What a loop running in order under the adaptive fallback keeps of the plain
 /// loop's speed.
 pub(super) const IN_ORDER_RATIO: f64 = 0.97;
+
+#[cfg(test)]
+use super::predict::{chunked, predict_chunked, simulate_varied, synchronized};
 
 #[cfg(test)]
 #[path = "model_tests.rs"]

@@ -355,6 +355,47 @@ fn a_short_run_is_cut_into_epochs_for_every_thread() {
     assert!(uncut < 1.7, "uncut: {uncut}");
 }
 
+#[track_caller]
+fn here() -> Site {
+    Location::caller()
+}
+
+/// `n` epochs of `dur` that each read location 7 at `load` and write it at `store`,
+/// both at `at`, after a checkpoint at `checkpoint` if any.
+fn reading_late(
+    n: usize,
+    dur: f64,
+    at: f64,
+    (load, store): (Site, Site),
+    checkpoint: Option<f64>,
+) -> Vec<EpochProfile> {
+    let access = |kind, site| Event {
+        at,
+        loc: 7,
+        kind,
+        site: Some(site),
+    };
+    (0..n)
+        .map(|_| EpochProfile {
+            dur,
+            events: checkpoint
+                .map(|c| Event {
+                    at: c,
+                    loc: 0,
+                    kind: AccessKind::Checkpoint,
+                    site: None,
+                })
+                .into_iter()
+                .chain([
+                    access(AccessKind::Read, load),
+                    access(AccessKind::Write, store),
+                ])
+                .collect(),
+            commit_work: 0.0,
+        })
+        .collect()
+}
+
 /// "Sum at the end": every epoch reads and writes one total as its last step. In a
 /// replay without synchronization most epochs read it too early and re-run; the
 /// runtime synchronizes that load, and with it epochs overlap but for the short
@@ -362,31 +403,8 @@ fn a_short_run_is_cut_into_epochs_for_every_thread() {
 /// while the dependence is still reported.
 #[test]
 fn a_load_that_violates_most_epochs_is_predicted_synchronized() {
-    #[track_caller]
-    fn here() -> Site {
-        Location::caller()
-    }
     let (load, store) = (here(), here());
-    let e: Vec<_> = (0..64)
-        .map(|_| EpochProfile {
-            dur: 10_000.0,
-            events: vec![
-                Event {
-                    at: 9_800.0,
-                    loc: 7,
-                    kind: AccessKind::Read,
-                    site: Some(load),
-                },
-                Event {
-                    at: 9_800.0,
-                    loc: 7,
-                    kind: AccessKind::Write,
-                    site: Some(store),
-                },
-            ],
-            commit_work: 0.0,
-        })
-        .collect();
+    let e = reading_late(64, 10_000.0, 9_800.0, (load, store), None);
     let plain = simulate(&e, 2, &FREE);
     assert!(
         synchronized(&plain, e.len()) == vec![load],
@@ -406,39 +424,10 @@ fn a_load_that_violates_most_epochs_is_predicted_synchronized() {
 /// chunking would group still overlap but for their tails.
 #[test]
 fn a_synchronized_load_is_predicted_one_iteration_an_epoch() {
-    #[track_caller]
-    fn here() -> Site {
-        Location::caller()
-    }
     let site = here();
-    let e: Vec<_> = (0..400)
-        .map(|_| EpochProfile {
-            dur: 2_000.0,
-            events: vec![
-                // A checkpoint just before: a rollback loses little, so the chunk
-                // is not halved for it; only synchronizing makes it one iteration.
-                Event {
-                    at: 1_900.0,
-                    loc: 0,
-                    kind: AccessKind::Checkpoint,
-                    site: None,
-                },
-                Event {
-                    at: 1_950.0,
-                    loc: 7,
-                    kind: AccessKind::Read,
-                    site: Some(site),
-                },
-                Event {
-                    at: 1_950.0,
-                    loc: 7,
-                    kind: AccessKind::Write,
-                    site: Some(site),
-                },
-            ],
-            commit_work: 0.0,
-        })
-        .collect();
+    // A checkpoint just before: a rollback loses little, so the chunk is not halved
+    // for it.
+    let e = reading_late(400, 2_000.0, 1_950.0, (site, site), Some(1_900.0));
     let sequential = 400.0 * 2_000.0;
     let auto = sequential / predict_chunked(&e, 2, &FREE, None).time;
     let grouped = sequential / predict_chunked(&e, 2, &FREE, Some(5)).time;
