@@ -97,13 +97,7 @@ fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
     loop {
         match cx.settled() {
             Some(homefree) => return homefree,
-            None => {
-                spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(64) {
-                    std::thread::yield_now();
-                }
-                crate::sync::spin_hint();
-            }
+            None => crate::workers::backoff(&mut spins),
         }
     }
 }
