@@ -11,9 +11,11 @@ use proc_macro2::TokenStream;
 /// ```text
 /// #[tls_loop]
 /// #[tls_loop(name = "new_order.items", threads = 4, chunk = 8)]
+/// #[tls_loop(site = &SITES[k])]
 /// ```
 ///
-/// `threads` takes any `usize` expression (a literal, a constant, a parameter).
+/// `threads` takes any `usize` expression (a literal, a constant, a parameter);
+/// `site` any `&'static LoopSite` expression.
 #[derive(Debug, Default, Clone, FromMeta)]
 pub(crate) struct LoopArgs {
     /// The loop's name in reports.
@@ -22,6 +24,9 @@ pub(crate) struct LoopArgs {
     pub(crate) threads: Option<syn::Expr>,
     /// Iterations per epoch.
     pub(crate) chunk: Option<Chunk>,
+    /// The `&'static LoopSite` that keeps the loop's adaptive state (default: one
+    /// `static` per loop).
+    pub(crate) site: Option<syn::Expr>,
 }
 
 /// `name = "..."`.
@@ -77,6 +82,7 @@ impl LoopArgs {
             name: self.name.or_else(|| outer.name.clone()),
             threads: self.threads.or_else(|| outer.threads.clone()),
             chunk: self.chunk.or(outer.chunk),
+            site: self.site.or_else(|| outer.site.clone()),
         }
     }
 }

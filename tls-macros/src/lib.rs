@@ -10,7 +10,7 @@
 //!
 //! On a function or method. Its one outermost `for` loop (or the loops marked with an
 //! inner `#[tls_loop]`) runs as epochs; options `name = "..."`, `threads = <expr>`,
-//! `chunk = <int>`.
+//! `chunk = <int>`, `site = <expr>`.
 //!
 //! ```text
 //! // Before
@@ -138,7 +138,10 @@ use proc_macro::TokenStream;
 /// Runs the function's `for` loop (or the loops marked `#[tls_loop]` inside it) as
 /// ordered speculative epochs, with the sequential result.
 ///
-/// Options: `name = "..."` (reports), `threads = <usize expr>`, `chunk = <int>`.
+/// Options: `name = "..."` (reports), `threads = <usize expr>`, `chunk = <int>`,
+/// `site = <&'static LoopSite expr>` (where the loop keeps what it learned about
+/// itself: by default one `static` per loop; a function whose loop behaves
+/// differently from one caller to another can take a site per caller).
 #[proc_macro_attribute]
 pub fn tls_loop(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::tls_loop(args.into(), item.into()).into()

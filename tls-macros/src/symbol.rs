@@ -19,8 +19,10 @@ pub(crate) const NAME: &str = "name";
 pub(crate) const THREADS: &str = "threads";
 /// `#[tls_loop(chunk = n)]`.
 pub(crate) const CHUNK: &str = "chunk";
+/// `#[tls_loop(site = expr)]`.
+pub(crate) const SITE: &str = "site";
 /// Every `#[tls_loop]` option.
-pub(crate) const LOOP_OPTIONS: &[&str] = &[NAME, THREADS, CHUNK];
+pub(crate) const LOOP_OPTIONS: &[&str] = &[NAME, THREADS, CHUNK, SITE];
 
 /// Calls that start threads, as the last two segments of their path
 /// (`std::thread::spawn`, `thread::scope`, `rayon::join`): refused in a loop body,

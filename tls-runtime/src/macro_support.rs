@@ -411,3 +411,10 @@ impl EscapeCheckMustReturnBool for bool {
 pub fn verdict<T: EscapeCheckMustReturnBool>(value: T) -> bool {
     value.verdict()
 }
+
+/// The site a `#[tls_loop(site = ...)]` names, checked to be a `&'static LoopSite` at
+/// the expression the user wrote.
+#[inline]
+pub fn site_ref(site: &'static crate::LoopSite) -> &'static crate::LoopSite {
+    site
+}

@@ -160,3 +160,51 @@ fn a_wait_that_gives_up_is_counted() {
     // means the wait did not stop at 2 ms while the oldest epoch slept 10.
     assert_eq!(waited_runs, 0, "waits of 2 ms and more, but none gave up");
 }
+
+/// Reads the running value first in each iteration and, if `write`, writes it back
+/// last: with `write`, every epoch but the oldest reads too early.
+#[tls_runtime::tls_loop(threads = 2, chunk = 1, site = site)]
+fn running_value(site: &'static LoopSite, running: &Spec<u64>, write: bool) {
+    for i in 0..300u64 {
+        let r = running.get();
+        let x = spin(i % 5 + 1) % 1000;
+        if write {
+            running.set(r.wrapping_mul(31).wrapping_add(x));
+        }
+    }
+}
+
+/// Synchronized waits of `running_value(site, .., write)`, up to `runs` runs, stopping
+/// at the first run that waited.
+fn waits_on(site: &'static LoopSite, write: bool, runs: usize) -> u64 {
+    for _ in 0..runs {
+        running_value(site, &Spec::new(1), write);
+        let report = last_report().expect("a report");
+        let waits: u64 = report.synchronized.iter().map(|s| s.waits).sum();
+        if waits > 0 {
+            return waits;
+        }
+    }
+    0
+}
+
+/// `#[tls_loop(site = ...)]`: what one caller's runs teach the loop (here, a load to
+/// synchronize) stays on that caller's site; another site's runs, free of the
+/// dependence, never wait.
+#[test]
+fn a_site_per_caller_keeps_what_each_learned_apart() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let learner: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let other: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    // The learner's site learns the load (on a machine too busy to run a second
+    // thread it may not: then there is nothing to keep apart).
+    if waits_on(learner, true, 40) == 0 {
+        return;
+    }
+    // Without the dependence, the learner's site still waits at the load (when a
+    // second thread runs), and the other site never does: with one site for both
+    // callers it would wait as the learner's does.
+    let learned = waits_on(learner, false, 5);
+    assert_eq!(waits_on(other, false, 5), 0, "the other site waited");
+    eprintln!("the learner's site waited {learned} times without the dependence");
+}

@@ -132,6 +132,17 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
     let acc_lets = accumulator_lets(&accumulated, &reborrowed);
     let rt_for = rt_at(for_span);
     let new_loop = quote_spanned!(for_span=> #rt_for::Loop::new());
+    // The loop's adaptive state: the site the caller names, else a static of its own.
+    let (site_static, site) = match &args.site {
+        Some(expr) => {
+            let span = syn::spanned::Spanned::span(expr);
+            (quote!(), quote_spanned!(span=> #rt::site_ref(#expr)))
+        }
+        None => (
+            quote!(static __TLS_SITE: #rt::LoopSite = #rt::LoopSite::new();),
+            quote!(&__TLS_SITE),
+        ),
+    };
     let options = loop_options(args);
     let step = step_closure(for_span, &arms, &r_ty);
     let after = outcome_after_loop(returns);
@@ -139,14 +150,14 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
     quote! {
         {
             #segment_enum
-            static __TLS_SITE: #rt::LoopSite = #rt::LoopSite::new();
+            #site_static
             // The items first, as the sequential loop evaluates them before the body
             // runs (and before the accumulators borrow their variables).
             let __tls_items = #items;
             #shared_checks
             #acc_lets
             let __tls_outcome = #new_loop
-                .site(&__TLS_SITE)
+                .site(#site)
                 #options
                 .run_segments(
                     __tls_items,
@@ -254,6 +265,7 @@ fn loop_options(args: LoopArgs) -> TokenStream {
         name,
         threads,
         chunk,
+        site: _,
     } = args;
     let name = name.map(|n| {
         let n = n.0;
