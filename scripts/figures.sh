@@ -14,7 +14,8 @@
 #   scripts/figures.sh            measure everything (about 10 minutes on 2 cores),
 #                                 then rewrite the READMEs' copies
 #   scripts/figures.sh ONLY...    measure only these (speedup checkpoint predict
-#                                 advice compare tpcc-bound tpcc-loops walkthrough),
+#                                 advice compare tpcc-bound tpcc-loops journey
+#                                 walkthrough),
 #                                 then rewrite
 #   scripts/figures.sh --check    measure nothing; fail if a README's copy differs
 #                                 from its file or names a file that does not exist
@@ -76,7 +77,7 @@ esac
 
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then
-    wanted=(speedup checkpoint predict advice compare tpcc-bound tpcc-loops walkthrough)
+    wanted=(speedup checkpoint predict advice compare tpcc-bound tpcc-loops journey walkthrough)
 fi
 want() {
     local w
@@ -176,6 +177,71 @@ for name, p in profile.items():
         measured = f"{seq[name]['wall_ns'] / tls[name]['wall_ns']:.2f}x"
     print(f"{name:<22} {measured:>11}  " + "".join(f"{pred.get(c, 0):>12.2f}x " for c in cores).rstrip())
 EOF
+fi
+
+if want journey; then
+    step "the New Order journey: each step of examples/tpcc/src/engine/kv/journey.rs"
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    # Each step's report, as TLS_REPORT=stderr prints it (its New Order part), each
+    # from its own run on a fresh copy of one loaded database.
+    target/release/tpcc load --db "$tmp/base.db" --warehouses 1 >/dev/null
+    for s in pages pages,checkpoint rows; do
+        rm -f "$tmp"/t.db*
+        for f in "$tmp"/base.db*; do cp "$f" "$tmp/t.db${f#"$tmp"/base.db}"; done
+        TPCC_JOURNEY=$s TLS_REPORT=stderr target/release/tpcc run --mode tls \
+            --transactions 4000 --seed 7 --sync off --db "$tmp/t.db" 2>&1 >/dev/null |
+            awk '/^  new_order items/ {on = 1; print; next} /^  [a-z]/ {on = 0} on' \
+                >"$FIG/journey-${s/,/-}.txt"
+    done
+    # The steps' times, alternated in one process with the sequential engine and the
+    # shipped loop run in order (the chart's baseline).
+    steps=(tls:pages tls:pages+checkpoint tls:rows tls:rows+checkpoint)
+    modes=$(IFS=,; echo "sequential,tls:in-order,${steps[*]}")
+    MODES=$modes REPORTS="$tmp/reports" cargo bench -q -p tpcc --bench speculation 2>/dev/null \
+        >"$tmp/bench.txt"
+    python3 - "$tmp" "${steps[@]}" >"$FIG/journey.txt" <<'EOF'
+import json, sys, pathlib
+tmp, steps = pathlib.Path(sys.argv[1]), sys.argv[2:]
+lines = (tmp / "bench.txt").read_text().splitlines()
+header = next(l for l in lines if l.startswith("transaction")).split()
+row = next(l for l in lines if l.startswith("new_order")).split()
+# The bench prints each mode's p50, then each mode's ratio to the first.
+modes = ["sequential", "tls:in-order"] + steps
+p50 = dict(zip(modes, row[2:2 + len(modes)]))
+def loop(mode):
+    return json.load(open(tmp / "reports" / f"{mode}.json"))[0]
+base = loop("tls:in-order")
+print(lines[0])
+print("New Order's items loop (committed orders), and the transaction's p50 latency:")
+print(f"{'step (TPCC_JOURNEY)':<20} {'loop / in order':>15} {'busy':>5} {'violated':>8} {'waiting':>7} {'idle':>5} "
+      f"{'violations':>10} {'sync. waits':>11} {'p50 us':>7} {'p50 / sequential':>16}")
+seq = float(p50["sequential"])
+print(f"{'(sequential engine)':<20} {'':>15} {'':>5} {'':>8} {'':>7} {'':>5} {'':>10} {'':>11} {seq:>7.1f} {1:>16.2f}")
+for mode in ["tls:in-order"] + steps:
+    l = loop(mode)
+    name = mode[4:].replace("+", ",")
+    if mode == "tls:in-order":
+        name = "rows, in order"
+    t = l["busy_ns"] + l["wasted_ns"] + l["wait_ns"] + l["idle_ns"]
+    share = lambda k: f"{100 * l[k] / t:.0f}%"
+    p = float(p50[mode])
+    print(f"{name:<20} {l['wall_ns'] / base['wall_ns']:>15.2f} {share('busy_ns'):>5} {share('wasted_ns'):>8} "
+          f"{share('wait_ns'):>7} {share('idle_ns'):>5} {l['violations']:>10} {l['synchronized_waits']:>11} "
+          f"{p:>7.1f} {p / seq:>16.2f}")
+EOF
+    # The chart: New Order's loop at each step, normalized to the loop run in order.
+    root=$PWD
+    charts=()
+    for s in "${steps[@]}"; do
+        name=${s#tls:}
+        cp "$tmp/reports/$s.json" "$tmp/$name.json"
+        charts+=("$name.json")
+    done
+    cp "$tmp/reports/tls:in-order.json" "$tmp/in-order.json"
+    (cd "$tmp" && "$root/target/release/tls-chart" --baseline in-order.json \
+        -o "$root/$IMG/journey.svg" "${charts[@]}")
+    rm -rf "$tmp"
 fi
 
 if want walkthrough; then

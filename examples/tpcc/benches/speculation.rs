@@ -13,6 +13,17 @@
 //! `ONLY=tls` runs one mode alone (to profile it); `SECOND=sequential` runs sequential
 //! against itself (the harness's own bias); `ITEMS` and `CUSTOMERS` shrink the
 //! population.
+//!
+//! A mode may also be a step of the book's New Order journey, `tls:STEP`
+//! (`MODES=sequential,tls:pages,tls:rows`; STEP as `TPCC_JOURNEY` takes it, with `+`
+//! for `,`: `pages+checkpoint`), or `tls:in-order`, the shipped loops run in order
+//! through their tracked rows (one thread). `REPORTS=DIR` then writes, per `tls` mode,
+//! `DIR/<mode>.json`: New Order's loop reports summed over its committed orders, in
+//! the form `TLS_REPORT` writes, for `tls-chart` (`--baseline DIR/tls:in-order.json`),
+//! with one difference: the time epochs waited at synchronized loads, which the
+//! runtime counts in the epoch's own time (busy, or wasted if it later rolled back),
+//! is moved to waiting (`wait_ns`; also on its own, `synchronized_ns`), so that the
+//! chart shows it.
 
 use std::time::Instant;
 
@@ -22,6 +33,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
 use tpcc::driver::{Limit, RunOptions, RunReport, load, run};
+use tpcc::engine::kv::journey::Journey;
 use tpcc::engine::{Mode, Sync, sequential};
 use tpcc::schema::Scale;
 use tpcc::workload::TxnKind;
@@ -58,27 +70,38 @@ fn main() -> Result<()> {
     // `MODES` names the modes to alternate; the first is the one the others are
     // compared with. `SECOND=sequential` runs sequential against itself (the
     // bench's own bias).
-    let modes: Vec<Mode> = match (std::env::var("MODES"), std::env::var("SECOND")) {
-        (Ok(list), _) => list.split(',').map(str::parse).collect::<Result<_>>()?,
-        (Err(_), Ok(second)) => vec![Mode::Sequential, second.parse()?],
-        (Err(_), Err(_)) => vec![Mode::Sequential, Mode::Tls],
+    let modes: Vec<Entry> = match (std::env::var("MODES"), std::env::var("SECOND")) {
+        (Ok(list), _) => list.split(',').map(Entry::parse).collect::<Result<_>>()?,
+        (Err(_), Ok(second)) => vec![Entry::parse("sequential")?, Entry::parse(&second)?],
+        (Err(_), Err(_)) => vec![Entry::parse("sequential")?, Entry::parse("tls")?],
     };
-    let only: Option<Mode> = std::env::var("ONLY").ok().map(|m| m.parse()).transpose()?;
+    let only = std::env::var("ONLY").ok();
+    let reports = std::env::var_os("REPORTS").map(std::path::PathBuf::from);
     let mut pooled: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
+    let mut loops: Vec<LoopSum> = modes.iter().map(|_| LoopSum::default()).collect();
     for round in 0..rounds {
         for k in 0..modes.len() {
             // The order of the modes rotates from round to round.
             let m = (k + round as usize) % modes.len();
-            if only.is_some_and(|o| o != modes[m]) {
+            if only.as_ref().is_some_and(|o| *o != modes[m].label) {
                 continue;
             }
-            engine.set_mode(modes[m])?;
+            engine.set_mode(modes[m].mode)?;
+            engine.set_journey(modes[m].journey);
+            engine.set_threads(modes[m].threads);
             let opts = RunOptions {
                 limit: Limit::Transactions(batch),
                 seed: 1000 + round,
                 progress: false,
             };
-            let r: RunReport = run(&mut engine, meta, &opts, &mut |_, _, _| Ok(()))?;
+            let tls = modes[m].mode == Mode::Tls;
+            let sum = &mut loops[m];
+            let r: RunReport = run(&mut engine, meta, &opts, &mut |_, _, _| {
+                if tls && let Some(r) = tls_runtime::last_report() {
+                    sum.add(&r);
+                }
+                Ok(())
+            })?;
             for (all, these) in pooled[m].iter_mut().zip(r.latencies) {
                 all.extend(these);
             }
@@ -89,13 +112,21 @@ fn main() -> Result<()> {
          TLS_THREADS={}",
         tls_runtime::default_threads()
     );
-    let base = modes[0];
+    if let Some(dir) = &reports {
+        std::fs::create_dir_all(dir)?;
+        for (e, sum) in modes.iter().zip(&loops) {
+            if e.mode == Mode::Tls {
+                std::fs::write(dir.join(format!("{}.json", e.label)), sum.json())?;
+            }
+        }
+    }
+    let base = &modes[0];
     let mut header = format!("{:<14} {:>8}", "transaction", "count");
     for m in &modes {
-        header += &format!(" {:>14}", format!("{m} p50 us"));
+        header += &format!(" {:>14}", format!("{} p50 us", m.label));
     }
     for m in &modes[1..] {
-        header += &format!(" {:>16}", format!("{m}/{base}"));
+        header += &format!(" {:>16}", format!("{}/{}", m.label, base.label));
     }
     println!("{header}");
     for kind in TxnKind::ALL {
@@ -112,4 +143,91 @@ fn main() -> Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// One mode the bench alternates: an engine mode, and for `tls` a journey step or
+/// the in-order run.
+struct Entry {
+    label: String,
+    mode: Mode,
+    journey: Journey,
+    /// Threads per loop (`None`: `TLS_THREADS`).
+    threads: Option<usize>,
+}
+
+impl Entry {
+    fn parse(text: &str) -> Result<Entry> {
+        let (mode, step) = match text.split_once(':') {
+            Some((m, s)) => (m.parse::<Mode>()?, Some(s)),
+            None => (text.parse::<Mode>()?, None),
+        };
+        let mut e = Entry {
+            label: text.to_string(),
+            mode,
+            journey: Journey::default(),
+            threads: None,
+        };
+        match step {
+            None => {}
+            Some(_) if mode != Mode::Tls => {
+                anyhow::bail!("{text:?}: only mode tls takes a step (tls:STEP)")
+            }
+            Some("in-order") => e.threads = Some(1),
+            Some(s) => e.journey = Journey::parse(&s.replace('+', ","))?,
+        }
+        Ok(e)
+    }
+}
+
+/// New Order's loop reports, summed.
+#[derive(Default)]
+struct LoopSum {
+    name: String,
+    threads: usize,
+    runs: u64,
+    wall: u128,
+    busy: u128,
+    wasted: u128,
+    wait: u128,
+    idle: u128,
+    violations: u64,
+    synchronized_waits: u64,
+    synchronized: u128,
+}
+
+impl LoopSum {
+    fn add(&mut self, r: &tls_runtime::LoopReport) {
+        self.name.clone_from(&r.name);
+        self.threads = self.threads.max(r.threads);
+        self.runs += 1;
+        self.wall += r.wall.as_nanos();
+        self.busy += r.busy.as_nanos();
+        self.wasted += r.wasted.as_nanos();
+        self.wait += r.wait.as_nanos();
+        self.idle += r.idle.as_nanos();
+        self.violations += r.violations;
+        self.synchronized_waits += r.synchronized.iter().map(|s| s.waits).sum::<u64>();
+        self.synchronized += r.synchronized.iter().map(|s| s.waited.as_nanos()).sum::<u128>();
+    }
+
+    /// The sums as a `TLS_REPORT` JSON file of one loop (the fields `tls-chart`
+    /// reads, and the counts).
+    fn json(&self) -> String {
+        format!(
+            "[{{\"name\": \"{}\", \"threads\": {}, \"count\": {}, \"wall_ns\": {}, \
+             \"busy_ns\": {}, \"wasted_ns\": {}, \"wait_ns\": {}, \"idle_ns\": {}, \
+             \"violations\": {}, \"synchronized_waits\": {}, \"synchronized_ns\": {}}}]\n",
+            self.name,
+            self.threads,
+            self.runs,
+            self.wall,
+            self.busy.saturating_sub(self.synchronized),
+            self.wasted,
+            self.wait + self.synchronized,
+            self.idle,
+            self.violations,
+            self.synchronized_waits,
+            self.synchronized
+        )
+    }
 }

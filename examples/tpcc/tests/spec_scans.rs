@@ -9,6 +9,7 @@
 use anyhow::Result;
 use tls_runtime::{SpecVec, tls_loop};
 use tpcc::codec::new_order_key;
+use tpcc::engine::kv::journey::Grain;
 use tpcc::engine::kv::spec::{SpecRows, with_spec_rows};
 use tpcc::engine::kv::{KvOps, KvStore, KvTxn, SharedKv, Table};
 use tpcc::engine::memory::MemoryKv;
@@ -127,6 +128,7 @@ fn compare<S: KvStore>(mut make: impl FnMut() -> S, threads: usize, context: &st
         &[Table::NewOrder],
         &[(Table::NewOrder, 3)],
         Some(threads),
+        Grain::Row,
         |rows| speculative(rows, &out),
     )
     .unwrap();
@@ -166,15 +168,22 @@ fn undeclared_and_wide_scans_are_refused() {
     let mut s = MemoryKv::new();
     let mut tx = s.begin().unwrap();
     let shared = tx.share();
-    let err = with_spec_rows(&shared, &[Table::NewOrder], &[], Some(2), |rows| {
-        let mut tx = rows;
-        tx.scan(
-            Table::NewOrder,
-            &new_order_key(1, 1, 0),
-            Some(&new_order_key(1, 2, 0)),
-            |_, _| Ok(true),
-        )
-    })
+    let err = with_spec_rows(
+        &shared,
+        &[Table::NewOrder],
+        &[],
+        Some(2),
+        Grain::Row,
+        |rows| {
+            let mut tx = rows;
+            tx.scan(
+                Table::NewOrder,
+                &new_order_key(1, 1, 0),
+                Some(&new_order_key(1, 2, 0)),
+                |_, _| Ok(true),
+            )
+        },
+    )
     .unwrap_err();
     assert!(
         err.to_string().contains("without declaring the scan"),
@@ -185,6 +194,7 @@ fn undeclared_and_wide_scans_are_refused() {
         &[Table::NewOrder],
         &[(Table::NewOrder, 3)],
         Some(2),
+        Grain::Row,
         |rows| {
             let mut tx = rows;
             tx.scan(

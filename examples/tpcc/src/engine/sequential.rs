@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use btree_db::{Database, Options, SyncMode, TableId};
 
 use super::api::{Mode, Sync};
+use super::kv::journey::Journey;
 use super::kv::{KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
 
 /// Buffer-pool pages per warehouse: a spec-scale warehouse takes about 30,000 pages of
@@ -53,7 +54,9 @@ pub fn create(
         .with_context(|| format!("creating table {}", t.name()))?;
         ids.push(id);
     }
-    Ok(KvEngine::new(BTreeStore::new(db, ids)?, mode))
+    let mut engine = KvEngine::new(BTreeStore::new(db, ids)?, mode);
+    engine.set_journey(Journey::from_env()?);
+    Ok(engine)
 }
 
 /// Opens a loaded database at `path`, running crash recovery; `mode` is `sequential`
@@ -76,7 +79,9 @@ pub fn open(path: &Path, sync: Sync, mode: Mode) -> Result<KvEngine<BTreeStore>>
             )
         })?);
     }
-    Ok(KvEngine::new(BTreeStore::new(db, ids)?, mode))
+    let mut engine = KvEngine::new(BTreeStore::new(db, ids)?, mode);
+    engine.set_journey(Journey::from_env()?);
+    Ok(engine)
 }
 
 /// A [`KvStore`] over a `btree-db` database: one B-link tree per [`Table`].

@@ -13,13 +13,16 @@
 //! | `spec` | the tracked row view that speculative loop bodies use ([`spec::SpecRows`]) |
 //! | `speculative` | the loops of mode `tls`, as `#[tls_loop]` functions |
 //! | `by_hand` | the same loops split between threads by hand (mode `by-hand`) |
+//! | `journey` | the earlier forms of mode `tls` that the book's journey runs (`TPCC_JOURNEY`) |
 //! | `summary` | the whole-database aggregates for the consistency checks |
 
 use anyhow::Result;
 
 use super::api::Mode;
+use journey::Journey;
 
 mod by_hand;
+pub mod journey;
 mod load;
 mod schema;
 pub mod spec;
@@ -146,6 +149,8 @@ struct Bufs {
     /// Threads per loop (speculative or by hand); `None`: the runtime's default
     /// (`TLS_THREADS`).
     threads: Option<usize>,
+    /// Which form of mode `tls` runs (the shipped one but in the book's journey).
+    journey: Journey,
     row: Vec<u8>,
     row2: Vec<u8>,
     out: Vec<u8>,
@@ -160,6 +165,7 @@ impl Bufs {
         Bufs {
             loops,
             threads: None,
+            journey: Journey::default(),
             row: Vec::with_capacity(1024),
             row2: Vec::with_capacity(1024),
             out: Vec::with_capacity(1024),
@@ -201,12 +207,19 @@ impl<S: KvStore> KvEngine<S> {
         self.bufs.threads = threads;
     }
 
+    /// Runs mode `tls` in one of the forms of the book's journey (see
+    /// [`journey`]); the default is the shipped form.
+    pub fn set_journey(&mut self, journey: Journey) {
+        self.bufs.journey = journey;
+    }
+
     /// Another engine over a second handle to the same store (see
     /// [`KvStore::another`]), in the same mode and with the same threads per loop:
     /// one more terminal.
     pub fn another_terminal(&self) -> Result<Self> {
         let mut e = KvEngine::new(self.store.another()?, self.mode);
         e.bufs.threads = self.bufs.threads;
+        e.bufs.journey = self.bufs.journey;
         Ok(e)
     }
 

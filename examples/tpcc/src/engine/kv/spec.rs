@@ -32,6 +32,12 @@
 //! table that was not declared, or that spans several buckets, is an error, never
 //! an answer from the store alone; scans of tables the loop does not write go
 //! straight to the store.
+//!
+//! The book's journey also runs the overlay with page-grained tracking
+//! ([`Grain::Page`], see `journey.rs`): each row access is then also an access to a
+//! per-page version, as a page-based DBMS would see it. The row operations are
+//! `#[track_caller]`, so a report names the loop body's line that read or wrote a row,
+//! not a line of this file.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -40,6 +46,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, anyhow, bail};
 use tls_runtime::{Accumulator, SpecMap};
 
+use super::journey::{Grain, page_key};
 use super::{KvOps, SharedKv, Table};
 
 /// The longest key the overlay holds (the longest TPC-C key is 39 bytes).
@@ -198,6 +205,11 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     /// Threads per loop.
     threads: usize,
     overlay: SpecMap<RowKey, Row>,
+    /// How finely rows are tracked.
+    grain: Grain,
+    /// With [`Grain::Page`], each page's version: a row read reads it, a row write
+    /// reads and bumps it.
+    pages: SpecMap<RowKey, u64>,
     sink: &'a Accumulator<'a, Applier<'r, S>>,
     /// Where rows read for update were found, for their write at commit (only a
     /// hint: a wrong or missing one costs the store a lookup, so it needs no
@@ -216,12 +228,14 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
 /// no tracking and goes straight to the store; a write to one of them is an error,
 /// never an untracked change. `scans` names the written tables the loop scans, each
 /// with the length of the key prefix a scan stays within (see the module docs).
-/// `threads` is the loops' thread count (`None`: the runtime's default).
+/// `threads` is the loops' thread count (`None`: the runtime's default); `grain`, how
+/// finely rows are tracked ([`Grain::Row`] but in the book's journey).
 pub fn with_spec_rows<'r, S: SharedKv, R>(
     tx: &'r S,
     writes: &[Table],
     scans: &[(Table, usize)],
     threads: Option<usize>,
+    grain: Grain,
     f: impl for<'a> FnOnce(&SpecRows<'a, 'r, S>) -> Result<R>,
 ) -> Result<R> {
     let mut applier = Applier { tx, failed: None };
@@ -236,6 +250,8 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
             buckets: SpecMap::new(),
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
             overlay: SpecMap::new(),
+            grain,
+            pages: SpecMap::new(),
             sink: &sink,
             found_at: (0..FOUND_AT_STRIPES).map(|_| FoundAt::default()).collect(),
         };
@@ -261,14 +277,36 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         self.threads
     }
 
+    /// How finely these rows are tracked.
+    pub fn grain(&self) -> Grain {
+        self.grain
+    }
+
     fn tracks(&self, table: Table) -> bool {
         self.writes.contains(&table)
     }
 
+    /// With [`Grain::Page`], reads the version of `key`'s page, and bumps it if
+    /// `write`: what a page-based store's tracking would see of a row access.
+    #[track_caller]
+    fn touch_page(&self, table: Table, key: &[u8], write: bool) -> Result<()> {
+        if self.grain == Grain::Page {
+            let mut buf = [0; 64];
+            let page = RowKey::new(table, page_key(key, &mut buf))?;
+            let version = self.pages.with(&page, |v| v.copied().unwrap_or(0));
+            if write {
+                self.pages.insert(page, version + 1);
+            }
+        }
+        Ok(())
+    }
+
+    #[track_caller]
     fn read(&self, table: Table, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool> {
         if !self.tracks(table) {
             return self.store_read(table, key, out, for_update);
         }
+        self.touch_page(table, key, false)?;
         let k = RowKey::new(table, key)?;
         let seen = self.overlay.with(&k, |row| {
             let row = row?;
@@ -298,6 +336,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
     }
 
     /// Records an insert or delete of `key` in its bucket, if `table` is scanned.
+    #[track_caller]
     fn note_member(&self, table: Table, key: &[u8]) -> Result<()> {
         let Some(p) = self.bucket_len(table) else {
             return Ok(());
@@ -323,6 +362,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
     }
 
     /// A tracked scan of `[from, to)` of a written table (see the module docs).
+    #[track_caller]
     fn scan_tracked<F>(&self, table: Table, from: &[u8], to: Option<&[u8]>, mut f: F) -> Result<()>
     where
         F: FnMut(&[u8], &[u8]) -> Result<bool>,
@@ -353,6 +393,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         let mut pending = members[lo..hi].iter().map(|m| &**m).peekable();
         // A row as the loop sees it: the overlay's version, if it has one.
         let seen = |k: &[u8]| -> Result<Option<Row>> {
+            self.touch_page(table, k, false)?;
             Ok(self.overlay.with(&RowKey::new(table, k)?, |r| r.cloned()))
         };
         let mut stopped = false;
@@ -401,6 +442,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         }
     }
 
+    #[track_caller]
     fn write(
         &self,
         kind: WriteKind<S::Found>,
@@ -425,6 +467,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         if !matches!(kind, WriteKind::Update(_)) {
             self.note_member(table, key)?;
         }
+        self.touch_page(table, key, true)?;
         let row: Row = value.map(Arc::from);
         self.overlay.insert(k, row.clone());
         self.sink.record(move |a| a.apply(kind, k, row));
@@ -433,18 +476,22 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
 }
 
 impl<S: SharedKv> KvOps for &SpecRows<'_, '_, S> {
+    #[track_caller]
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, false)
     }
 
+    #[track_caller]
     fn get_for_update(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, true)
     }
 
+    #[track_caller]
     fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.write(WriteKind::Insert, table, key, Some(value))
     }
 
+    #[track_caller]
     fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.write(
             WriteKind::Update(S::Found::default()),
@@ -454,10 +501,12 @@ impl<S: SharedKv> KvOps for &SpecRows<'_, '_, S> {
         )
     }
 
+    #[track_caller]
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<()> {
         self.write(WriteKind::Delete, table, key, None)
     }
 
+    #[track_caller]
     fn scan<F>(&mut self, table: Table, from: &[u8], to: Option<&[u8]>, f: F) -> Result<()>
     where
         F: FnMut(&[u8], &[u8]) -> Result<bool>,

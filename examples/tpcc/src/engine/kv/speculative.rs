@@ -3,8 +3,9 @@
 //! ([`SpecRows`]) and with buffers of its own per iteration.
 
 use anyhow::Result;
-use tls_runtime::tls_loop;
+use tls_runtime::{LoopSite, checkpoint, tls_loop};
 
+use super::journey::Grain;
 use super::spec::SpecRows;
 use super::{Bufs, KvOps, SharedKv, Table};
 use crate::codec::{self, off};
@@ -12,10 +13,27 @@ use crate::engine::api::Mode;
 use crate::schema::DISTRICTS;
 use crate::workload::{DeliveryInput, NewOrderInput, StockLevelInput};
 
+/// New Order's loop sites, one per tracking grain of the book's journey (see
+/// `journey.rs`): what the loop learns about itself tracked by page (a load to
+/// synchronize) must not carry over to a run tracked by row in the same process.
+static NEW_ORDER_SITES: [[LoopSite; 2]; 2] = [
+    [LoopSite::new(), LoopSite::new()],
+    [LoopSite::new(), LoopSite::new()],
+];
+
+/// The site of New Order's loop for `rows`' grain, with or without the checkpoint.
+fn new_order_site<S: SharedKv>(rows: &SpecRows<'_, '_, S>, checkpoint: bool) -> &'static LoopSite {
+    let grain = match rows.grain() {
+        Grain::Row => 0,
+        Grain::Page => 1,
+    };
+    &NEW_ORDER_SITES[grain][usize::from(checkpoint)]
+}
+
 // ANCHOR: new_order_items
 /// New Order's items loop run as speculative epochs: the same body as
 /// `Bufs::new_order_items`, on the tracked rows, with per-epoch buffers.
-#[tls_loop(name = "new_order items", threads = rows.threads())]
+#[tls_loop(name = "new_order items", threads = rows.threads(), site = new_order_site(rows, false))]
 pub(super) fn new_order_items<S: SharedKv>(
     rows: &SpecRows<'_, '_, S>,
     input: &NewOrderInput,
@@ -34,6 +52,33 @@ pub(super) fn new_order_items<S: SharedKv>(
     Ok(Some((sum_amount, brand_lines)))
 }
 // ANCHOR_END: new_order_items
+
+// ANCHOR: new_order_items_checkpointed
+/// New Order's items loop with a checkpoint before the order-line insert (the book's
+/// journey, `TPCC_JOURNEY=...,checkpoint`): a violation of the insert re-runs only the
+/// insert.
+#[tls_loop(name = "new_order items", threads = rows.threads(), site = new_order_site(rows, true))]
+pub(super) fn new_order_items_checkpointed<S: SharedKv>(
+    rows: &SpecRows<'_, '_, S>,
+    input: &NewOrderInput,
+    o_id: u32,
+) -> Result<Option<(i64, u8)>> {
+    let mut sum_amount = 0i64;
+    let mut brand_lines = 0u8;
+    for (n, l) in input.lines().iter().enumerate() {
+        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        let Some(line) = b.new_order_stock(&mut tx, input, l)? else {
+            return Ok(None);
+        };
+        checkpoint!();
+        let (mut tx2, mut b2) = (rows, Bufs::new(Mode::Tls));
+        b2.insert_order_line(&mut tx2, input, o_id, n, l, &line)?;
+        sum_amount += line.amount;
+        brand_lines += line.brand;
+    }
+    Ok(Some((sum_amount, brand_lines)))
+}
+// ANCHOR_END: new_order_items_checkpointed
 
 // ANCHOR: deliver_districts
 /// Delivery's districts loop as speculative epochs: the sequential body

@@ -4,8 +4,11 @@
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::by_hand;
+use super::journey::Grain;
 use super::spec::with_spec_rows;
-use super::speculative::{deliver_districts, low_stock, new_order_items};
+use super::speculative::{
+    deliver_districts, low_stock, new_order_items, new_order_items_checkpointed,
+};
 use super::{Bufs, Decision, KvEngine, KvOps, KvStore, KvTxn, Table};
 use crate::codec::{self, Corrupt, TextReader, off};
 use crate::engine::api::{Engine, Mode, Summary};
@@ -15,6 +18,16 @@ use crate::workload::{
     OrderStatusInput, OrderStatusOutput, PaymentInput, PaymentOutput, StockLevelInput,
     StockLevelOutput, bad_credit_data, middle_of, new_order_total, new_stock_quantity,
 };
+
+/// What the stock part of a New Order line hands to its order-line insert.
+#[derive(Clone)]
+pub(super) struct ItemLine {
+    /// The line's amount.
+    pub(super) amount: i64,
+    /// 1 for a brand line.
+    pub(super) brand: u8,
+    dist_info: [u8; 24],
+}
 
 impl Bufs {
     fn must_get<T: KvOps>(
@@ -31,6 +44,7 @@ impl Bufs {
         }
     }
 
+    #[track_caller]
     fn must_get_for_update<T: KvOps>(
         &mut self,
         tx: &mut T,
@@ -127,7 +141,11 @@ impl Bufs {
                 &[Table::Stock, Table::OrderLine],
                 &[],
                 self.threads,
-                |rows| new_order_items(rows, input, o_id),
+                self.journey.grain,
+                |rows| match self.journey.checkpoint {
+                    false => new_order_items(rows, input, o_id),
+                    true => new_order_items_checkpointed(rows, input, o_id),
+                },
             )?,
             Mode::ByHand => by_hand::new_order_items(&tx.share(), input, o_id, self.parts())?,
             _ => self.new_order_items(tx, input, o_id)?,
@@ -181,7 +199,22 @@ impl Bufs {
         n: usize,
         l: &OrderLineInput,
     ) -> Result<Option<(i64, u8)>> {
-        let (w, d) = (input.w_id, input.d_id);
+        let Some(line) = self.new_order_stock(tx, input, l)? else {
+            return Ok(None);
+        };
+        self.insert_order_line(tx, input, o_id, n, l, &line)?;
+        Ok(Some((line.amount, line.brand)))
+    }
+
+    /// The first part of an order line: reads the item and updates its stock (`None`
+    /// for the unused item id).
+    pub(super) fn new_order_stock<T: KvOps>(
+        &mut self,
+        tx: &mut T,
+        input: &NewOrderInput,
+        l: &OrderLineInput,
+    ) -> Result<Option<ItemLine>> {
+        let d = input.d_id;
         if !tx.get(Table::Item, &codec::item_key(l.i_id), &mut self.row)? {
             return Ok(None);
         }
@@ -207,25 +240,43 @@ impl Bufs {
         codec::set_i32(s, off::S_QUANTITY, new_stock_quantity(q, l.quantity));
         codec::set_i32(s, off::S_YTD, ytd + i32::from(l.quantity));
         codec::set_i32(s, off::S_ORDER_CNT, cnt + 1);
-        codec::set_i32(s, off::S_REMOTE_CNT, remote + i32::from(l.supply_w_id != w));
+        codec::set_i32(
+            s,
+            off::S_REMOTE_CNT,
+            remote + i32::from(l.supply_w_id != input.w_id),
+        );
         tx.update(Table::Stock, &sk, &self.row)?;
+        Ok(Some(ItemLine {
+            amount: i64::from(l.quantity) * i_price,
+            brand: u8::from(i_original && s_original),
+            dist_info,
+        }))
+    }
 
-        let amount = i64::from(l.quantity) * i_price;
+    /// The second part of an order line: inserts line `n` of order `o_id`.
+    pub(super) fn insert_order_line<T: KvOps>(
+        &mut self,
+        tx: &mut T,
+        input: &NewOrderInput,
+        o_id: u32,
+        n: usize,
+        l: &OrderLineInput,
+        line: &ItemLine,
+    ) -> Result<()> {
         codec::encode_order_line_parts(
             l.i_id,
             l.supply_w_id,
             None,
             l.quantity,
-            amount,
-            &dist_info,
+            line.amount,
+            &line.dist_info,
             &mut self.out,
         );
         tx.insert(
             Table::OrderLine,
-            &codec::order_line_key(w, d, o_id, n as u8 + 1),
+            &codec::order_line_key(input.w_id, input.d_id, o_id, n as u8 + 1),
             &self.out,
-        )?;
-        Ok(Some((amount, u8::from(i_original && s_original))))
+        )
     }
 
     fn payment_body<T: KvTxn>(
@@ -366,6 +417,7 @@ impl Bufs {
                 // One district's NEW-ORDER rows: the (w_id, d_id) key prefix.
                 &[(Table::NewOrder, 3)],
                 self.threads,
+                self.journey.grain,
                 |rows| deliver_districts(rows, input),
             )?
         } else {
@@ -461,7 +513,7 @@ impl Bufs {
         let low_stock = if self.loops == Mode::ByHand {
             by_hand::low_stock(&tx.share(), &self.ids, input, self.parts())?
         } else if self.loops == Mode::Tls {
-            with_spec_rows(&tx.share(), &[], &[], self.threads, |rows| {
+            with_spec_rows(&tx.share(), &[], &[], self.threads, Grain::Row, |rows| {
                 low_stock(rows, &self.ids, input)
             })?
         } else {
