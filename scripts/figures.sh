@@ -15,7 +15,7 @@
 #                                 then rewrite the READMEs' copies
 #   scripts/figures.sh ONLY...    measure only these (speedup checkpoint predict
 #                                 advice compare tpcc-bound tpcc-loops journey
-#                                 walkthrough),
+#                                 changed-lines walkthrough),
 #                                 then rewrite
 #   scripts/figures.sh --check    measure nothing; fail if a README's copy differs
 #                                 from its file or names a file that does not exist
@@ -77,7 +77,7 @@ esac
 
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then
-    wanted=(speedup checkpoint predict advice compare tpcc-bound tpcc-loops journey walkthrough)
+    wanted=(speedup checkpoint predict advice compare tpcc-bound tpcc-loops journey changed-lines walkthrough)
 fi
 want() {
     local w
@@ -242,6 +242,25 @@ EOF
     (cd "$tmp" && "$root/target/release/tls-chart" --baseline in-order.json \
         -o "$root/$IMG/journey.svg" "${charts[@]}")
     rm -rf "$tmp"
+fi
+
+if want changed-lines; then
+    step "annotation cost: changed lines from the last sequential-only engine"
+    # Code lines (comments and blank lines left out) added or removed since the last
+    # commit before the database and TPC-C took speculation in.
+    base=cb2ad52
+    count() {
+        git diff "$base" HEAD -- "$@" | grep '^[+-]' | grep -v '^[+-][+-]' | sed 's/^[+-]//' |
+            grep -cvE '^\s*(//|$)' || true
+    }
+    db=(shared_txn.rs chain.rs txn.rs btree/tree.rs btree/store.rs scratch.rs lock.rs)
+    kv=(engine/kv/spec.rs engine/kv/speculative.rs engine/kv/transactions.rs engine/kv/mod.rs
+        engine/sequential.rs engine/memory.rs)
+    {
+        echo "changed lines of code since $base (comments and blank lines left out)"
+        printf '%-9s %5s  %s\n' btree-db "$(count "${db[@]/#/examples/btree-db/src/}")" "${db[*]}"
+        printf '%-9s %5s  %s\n' tpcc "$(count "${kv[@]/#/examples/tpcc/src/}")" "${kv[*]}"
+    } >"$FIG/changed-lines.txt"
 fi
 
 if want walkthrough; then
