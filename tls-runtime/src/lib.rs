@@ -212,7 +212,200 @@ pub use memory::{LINE_SIZE, Spec, SpecMap, SpecMemory, SpecVec};
 pub use profile::PREDICTED_CORES;
 pub use report::{Dependence, LoopReport, RunMode, SourceLocation, SyncedLoad, last_report};
 pub use run::{for_each, poll};
-pub use tls_macros::{checkpoint, escape, on_commit, on_violation, tls_loop};
+/// Runs a function's loop as ordered speculative epochs, with the sequential result.
+///
+/// Put it on a function or method. Its one outermost `for` loop runs as epochs, one
+/// iteration each (or a few very short ones grouped into one); with several `for`
+/// loops, mark the ones to run so with an inner `#[tls_loop]` and the outer attribute
+/// consumes it. The body stays the sequential code:
+///
+/// - it reads and writes speculative containers ([`Spec`], [`SpecVec`], [`SpecMap`],
+///   [`SpecMemory`]), which the runtime tracks; a later iteration that read something
+///   an earlier one then wrote is rolled back and re-run;
+/// - it reads the function's parameters and locals freely (shared between epochs, so
+///   they must be `Sync`); `x += e` (and `-=`, `*=`, `|=`, ...) on an outer local is an
+///   *accumulation*, applied at each epoch's commit, in loop order;
+/// - `break`, `continue`, `return` and `?` mean what they mean in the sequential loop:
+///   the loop ends where the sequential one would, later epochs are squashed;
+/// - [`checkpoint!()`](checkpoint) statements at the top level of the body split it
+///   into segments, so that a violation re-runs only from the segment of the load;
+/// - calls that change state the runtime does not track go through [`escape`](macro@escape) (with
+///   an undo) or [`on_commit`](macro@on_commit); threads only inside [`when_homefree`] or [`scope`].
+///
+/// The build refuses, with an error at the offending expression, what would break the
+/// sequential result: assigning an outer variable other than by accumulation, a
+/// `&mut` borrow of one (the loop body cannot hold a `&mut` the other epochs also
+/// need), an accumulated variable read inside the loop, a thread started in the body,
+/// a checkpoint inside a nested block, a carried local that is not `Clone`.
+///
+/// Options: `name = "..."` (the loop's name in reports), `threads = <usize expr>` (the
+/// caller included; `1` runs it in order), `chunk = <int>` (iterations per epoch;
+/// chosen by the runtime when absent), `site = <&'static LoopSite expr>` (where the
+/// loop keeps what it learns about itself: by default one `static` per loop; a
+/// function whose loop behaves differently for different callers can take one per
+/// caller).
+///
+/// ```
+/// use tls_runtime::{SpecVec, tls_loop};
+///
+/// /// Ships each order from stock, restocking an item that runs short.
+/// #[tls_loop(name = "ship", threads = 2)]
+/// fn ship(stock: &SpecVec<u32>, orders: &[(usize, u32)]) -> u64 {
+///     let mut shipped = 0u64;
+///     for &(item, qty) in orders {
+///         let mut have = stock.get(item);
+///         if have < qty {
+///             have += 100;
+///         }
+///         stock.set(item, have - qty);
+///         shipped += u64::from(qty); // an accumulation
+///     }
+///     shipped
+/// }
+///
+/// let stock = SpecVec::from(vec![50u32; 4]);
+/// assert_eq!(ship(&stock, &[(1, 30), (1, 30), (2, 10)]), 70);
+/// assert_eq!((stock.get(1), stock.get(2)), (90, 40));
+/// ```
+///
+/// The book's chapters "Annotating a loop" and "Reading the report" go further; the
+/// function form of the same thing is [`for_each`] and [`Loop::run`].
+#[doc(inline)]
+pub use tls_macros::tls_loop;
+
+/// A sub-thread checkpoint: `checkpoint!();` as a statement at the top level of a
+/// [`tls_loop`] body.
+///
+/// The body is split there into segments. A violation rolls the epoch back only to
+/// the start of the segment in which the violated load ran, so put a checkpoint before
+/// a conflicting access that comes late in a long iteration. Locals used after the
+/// checkpoint are carried across it (the runtime keeps a clone to restart from), so
+/// they must be `Clone`. Anywhere else (a nested block, a function without
+/// `#[tls_loop]`) it is a compile error.
+///
+/// ```
+/// use tls_runtime::{Spec, checkpoint, tls_loop};
+///
+/// fn long_private_work(x: u64) -> u64 {
+///     (0..1000).fold(x, |h, i| h.wrapping_mul(31).wrapping_add(i))
+/// }
+///
+/// #[tls_loop(threads = 2)]
+/// fn total(xs: &[u64], sum: &Spec<u64>) {
+///     for &x in xs {
+///         let v = long_private_work(x); // re-run only if a load before here violates
+///         checkpoint!();
+///         sum.set(sum.get().wrapping_add(v)); // every epoch conflicts here, late
+///     }
+/// }
+///
+/// let sum = Spec::new(0);
+/// total(&[1, 2, 3, 4], &sum);
+/// let want = [1, 2, 3, 4].iter().fold(0u64, |s, &x| s.wrapping_add(long_private_work(x)));
+/// assert_eq!(sum.get(), want);
+/// ```
+#[doc(inline)]
+pub use tls_macros::checkpoint;
+
+/// Runs a function for real, outside speculation, even when a speculative epoch
+/// calls it: for calls that change state the runtime does not track (a buffer pool's
+/// pin counts, an allocator, a lock table).
+///
+/// Calls of one escaped function are serialized with each other. An escaped call
+/// reads speculative containers' committed values (not the calling iteration's own
+/// writes so far) and writes them at once, like plain code; pass it what it needs
+/// from the iteration as arguments. Pair it with [`on_violation`](macro@on_violation) to say how to take
+/// the call back if the epoch is rolled back past it. `#[escape(check = f)]` first
+/// calls `f` with the arguments by reference: an argument computed from stale data
+/// that fails the check makes the epoch wait for its rollback instead of calling
+/// with garbage. The return value must be `Clone + Send + 'static` (the undo gets a
+/// copy). Outside a loop, or in an epoch that is already homefree, the function just
+/// runs.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use tls_runtime::{SpecVec, escape, on_violation, tls_loop};
+///
+/// /// Free slots of a pool: ordinary state, not speculative.
+/// static FREE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+///
+/// fn give_back(slot: &u32) {
+///     FREE.lock().unwrap().push(*slot);
+/// }
+///
+/// #[escape]
+/// #[on_violation(give_back)]
+/// fn take_slot() -> u32 {
+///     FREE.lock().unwrap().pop().expect("a free slot")
+/// }
+///
+/// #[tls_loop(threads = 2)]
+/// fn assign(owner: &SpecVec<u32>, n: usize) {
+///     for i in 0..n {
+///         owner.set(i, take_slot());
+///     }
+/// }
+///
+/// FREE.lock().unwrap().extend(0..10);
+/// let owner = SpecVec::from(vec![u32::MAX; 4]);
+/// assign(&owner, 4);
+/// let mut taken: Vec<u32> = (0..4).map(|i| owner.get(i)).collect();
+/// taken.sort();
+/// taken.dedup();
+/// assert_eq!(taken.len(), 4); // each slot taken once, none lost to a rollback
+/// assert_eq!(FREE.lock().unwrap().len(), 6);
+/// ```
+///
+/// The book's chapter "Calls that must run for real" has the buffer pool's case.
+#[doc(inline)]
+pub use tls_macros::escape;
+
+/// The undo of an [`escape`](macro@escape)d function: `#[on_violation(undo)]`, where `undo` is a
+/// path or a closure called with a reference to the escaped call's return value if
+/// the calling epoch is rolled back past the call.
+///
+/// Undo actions run newest first, outside speculation, before the epoch re-runs; an
+/// epoch that commits drops them. Put it under `#[escape]` (see the example there).
+/// Without `#[escape]` it is a compile error: a speculative call has nothing to undo.
+#[doc(inline)]
+pub use tls_macros::on_violation;
+
+/// Delays a call made from a speculative epoch until the epoch commits: for work
+/// that cannot be undone but need not happen at once (releasing a latch, unpinning a
+/// page, assigning a log sequence number, printing).
+///
+/// Epochs commit in loop order, so the delayed calls run in the order the sequential
+/// loop made them; within an iteration, a delayed call runs after the writes that
+/// came before it and before those after it. Its arguments must be `Send + 'static`
+/// (they wait in the epoch's commit log); a rolled-back epoch's calls never run. If
+/// one panics, the loop ends there, as the sequential loop would. Called outside any
+/// loop, the function runs at once.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use tls_runtime::{SpecVec, on_commit, tls_loop};
+///
+/// static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+///
+/// #[on_commit]
+/// fn log(line: String) {
+///     LOG.lock().unwrap().push(line);
+/// }
+///
+/// #[tls_loop(threads = 2)]
+/// fn bump(counts: &SpecVec<u32>, items: &[usize]) {
+///     for &i in items {
+///         counts.set(i, counts.get(i) + 1);
+///         log(format!("item {i}"));
+///     }
+/// }
+///
+/// let counts = SpecVec::from(vec![0u32; 3]);
+/// bump(&counts, &[2, 0, 2]);
+/// assert_eq!(*LOG.lock().unwrap(), ["item 2", "item 0", "item 2"]);
+/// ```
+#[doc(inline)]
+pub use tls_macros::on_commit;
 
 /// Support for the code the macros generate. Not a public interface.
 #[doc(hidden)]

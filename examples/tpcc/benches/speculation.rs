@@ -207,7 +207,11 @@ impl LoopSum {
         self.idle += r.idle.as_nanos();
         self.violations += r.violations;
         self.synchronized_waits += r.synchronized.iter().map(|s| s.waits).sum::<u64>();
-        self.synchronized += r.synchronized.iter().map(|s| s.waited.as_nanos()).sum::<u128>();
+        self.synchronized += r
+            .synchronized
+            .iter()
+            .map(|s| s.waited.as_nanos())
+            .sum::<u128>();
     }
 
     /// The sums as a `TLS_REPORT` JSON file of one loop (the fields `tls-chart`
