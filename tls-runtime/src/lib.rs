@@ -68,7 +68,8 @@
 //!   *synchronized* (`synced.rs`): epochs wait there until homefree instead of
 //!   reading early and rolling back ([`LoopReport::synchronized`]).
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
-//!   while after, then park. `report.rs` collects what each loop did
+//!   while after, then park; a caller no worker has joined after 100 us moves them off
+//!   its CPU, where the kernel may have queued them behind it. `report.rs` collects what each loop did
 //!   ([`last_report`]); `sink.rs` and `trace.rs` write `TLS_REPORT` JSON and the
 //!   `TLS_TRACE` timeline at exit (`json.rs` quotes their strings); `advice.rs` names
 //!   the fix for each dependence of a report; `profile/` is `TLS_MODE=profile`, its

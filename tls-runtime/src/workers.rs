@@ -96,6 +96,9 @@ struct Pool {
     sleep_lock: Mutex<()>,
     wake: Condvar,
     workers: Mutex<usize>,
+    /// The workers' thread ids, for [`nudge_off_this_cpu`].
+    #[cfg(target_os = "linux")]
+    tids: Mutex<Vec<libc::pid_t>>,
 }
 
 fn pool() -> &'static Pool {
@@ -109,6 +112,8 @@ fn pool() -> &'static Pool {
         sleep_lock: Mutex::new(()),
         wake: Condvar::new(),
         workers: Mutex::new(0),
+        #[cfg(target_os = "linux")]
+        tids: Mutex::new(Vec::new()),
     })
 }
 
@@ -139,6 +144,9 @@ fn spawn_workers(n: usize, then: usize) {
                 // the median of 30 processes, 1.14 at the 75th percentile, against
                 // 1.16 and 1.83 without it.)
                 std::thread::sleep(NEW_WORKER_NAP);
+                #[cfg(target_os = "linux")]
+                // SAFETY: gettid has no preconditions.
+                lock_std(&pool().tids).push(unsafe { libc::gettid() });
                 if then > 0 {
                     spawn_workers(then, 0);
                 }
@@ -252,6 +260,57 @@ impl Drop for Published<'_> {
     }
 }
 
+/// Moves every worker queued on the calling thread's CPU to another CPU it may run
+/// on, and returns once they are moved; called by a loop's caller that has waited
+/// `adapt::window::NUDGE_AFTER` for any worker to join.
+///
+/// A woken worker is often queued on the CPU of the thread that woke it (the kernel
+/// pulls a wakee to its waker's CPU when the wakee's own CPU does not look idle,
+/// which on a virtual machine includes a virtual CPU its host has descheduled).
+/// There it waits for the caller, which keeps that CPU busy running epochs, until
+/// the kernel's balancing moves it, milliseconds later: on the 2-core development
+/// machine, the runs a worker joined too late to help were those that ended with
+/// the worker on the caller's CPU. Narrowing the worker's CPU set to exclude this
+/// CPU moves it at once; its set is then given back as it was (which does not move
+/// it back). Nothing happens where the set has no other CPU (a process pinned to
+/// one CPU) or where the calls fail.
+#[cfg(target_os = "linux")]
+pub(crate) fn nudge_off_this_cpu() {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if cpu < 0 {
+        return;
+    }
+    let cpu = cpu as usize;
+    let tids = lock_std(&pool().tids).clone();
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    for tid in tids {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return;
+        }
+        // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
+        // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
+        // `tid` is a thread of this process (a worker never exits while it runs).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(tid, size, &mut set) != 0 || !libc::CPU_ISSET(cpu, &set) {
+                continue;
+            }
+            let mut elsewhere = set;
+            libc::CPU_CLR(cpu, &mut elsewhere);
+            if libc::CPU_COUNT(&elsewhere) > 0
+                && libc::sched_setaffinity(tid, size, &elsewhere) == 0
+            {
+                libc::sched_setaffinity(tid, size, &set);
+            }
+        }
+    }
+}
+
+/// Elsewhere than Linux: nothing (see the Linux version).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn nudge_off_this_cpu() {}
+
 /// Spins a little, then yields: for short waits on other threads.
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
@@ -332,6 +391,42 @@ fn worker_main(p: &'static Pool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Moving the workers off this thread's CPU gives each its CPU set back as it
+    /// was: a worker left narrowed would never again run on that CPU.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_nudge_leaves_every_worker_its_cpu_set() {
+        ensure_workers(2);
+        let sets = || -> Vec<Vec<bool>> {
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            lock_std(&pool().tids)
+                .iter()
+                .map(|&tid| {
+                    // SAFETY: a valid, zeroed cpu_set_t of `size` bytes; `tid` is a
+                    // worker of this process.
+                    unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        assert_eq!(libc::sched_getaffinity(tid, size, &mut set), 0);
+                        (0..libc::CPU_SETSIZE as usize)
+                            .map(|c| libc::CPU_ISSET(c, &set))
+                            .collect()
+                    }
+                })
+                .collect()
+        };
+        // The workers record their ids once they have started.
+        let t = Instant::now();
+        while lock_std(&pool().tids).len() < 2 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let before = sets();
+        assert!(!before.is_empty());
+        for _ in 0..10 {
+            nudge_off_this_cpu();
+        }
+        assert_eq!(sets(), before);
+    }
 
     #[test]
     fn a_container_made_outside_a_loop_starts_the_workers() {

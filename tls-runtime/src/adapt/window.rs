@@ -5,7 +5,7 @@ use super::WINDOW;
 use super::site::{LoopSite, Verdict};
 use crate::sync::{Mutex, lock};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Speculation must estimate at least this speedup to go on; below it (a little
@@ -17,6 +17,10 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// How long a window waits for a worker's first vote before it is judged without
 /// one (a parked worker takes tens of microseconds to wake, a new one longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
+/// How long a loop's caller runs alone before it moves the workers off its own CPU
+/// (see `workers::nudge_off_this_cpu`): a worker that is not queued behind
+/// the caller joins within tens of microseconds.
+pub(crate) const NUDGE_AFTER: Duration = Duration::from_micros(100);
 
 /// One loop run's window of speculative epochs, filled by its participants' votes
 /// (each hands over a few epochs at a time, so that commits do not all write one
@@ -31,6 +35,8 @@ pub(crate) struct Window {
     pub(super) useful_ns: AtomicU64,
     /// Votes from threads other than the loop's caller in this window.
     helpers: AtomicU32,
+    /// The caller has moved the workers off its CPU in this run (once a run).
+    nudged: AtomicBool,
     start: Mutex<Instant>,
     /// Moves on each [`Window::open`], so that a participant can drop the tally of
     /// epochs it committed before the window opened (see [`Window::generation`]).
@@ -45,6 +51,7 @@ impl Window {
             rolled_back: AtomicU32::new(0),
             useful_ns: AtomicU64::new(0),
             helpers: AtomicU32::new(0),
+            nudged: AtomicBool::new(false),
             start: Mutex::new(Instant::now()),
             generation: CachePadded::new(AtomicU32::new(0)),
         }
@@ -116,6 +123,14 @@ impl Window {
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
         let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
+        if helpers == 0 && !helper && !self.nudged.load(Relaxed) {
+            // No worker yet: one queued behind the caller on its CPU would not run
+            // until the kernel moves it, so move it now.
+            let alone = now.saturating_duration_since(*lock(&self.start));
+            if alone >= NUDGE_AFTER && !self.nudged.swap(true, Relaxed) {
+                crate::workers::nudge_off_this_cpu();
+            }
+        }
         if total < self.size {
             return;
         }
