@@ -96,9 +96,10 @@ struct Pool {
     sleep_lock: Mutex<()>,
     wake: Condvar,
     workers: Mutex<usize>,
-    /// The workers' thread ids, for [`nudge_off_this_cpu`].
+    /// The workers' threads, for [`nudge_off_this_cpu`]: recorded by the thread
+    /// that starts each, so that a worker not yet running can be moved too.
     #[cfg(target_os = "linux")]
-    tids: Mutex<Vec<libc::pid_t>>,
+    threads: Mutex<Vec<libc::pthread_t>>,
 }
 
 fn pool() -> &'static Pool {
@@ -113,7 +114,7 @@ fn pool() -> &'static Pool {
         wake: Condvar::new(),
         workers: Mutex::new(0),
         #[cfg(target_os = "linux")]
-        tids: Mutex::new(Vec::new()),
+        threads: Mutex::new(Vec::new()),
     })
 }
 
@@ -144,9 +145,6 @@ fn spawn_workers(n: usize, then: usize) {
                 // the median of 30 processes, 1.14 at the 75th percentile, against
                 // 1.16 and 1.83 without it.)
                 std::thread::sleep(NEW_WORKER_NAP);
-                #[cfg(target_os = "linux")]
-                // SAFETY: gettid has no preconditions.
-                lock_std(&pool().tids).push(unsafe { libc::gettid() });
                 if then > 0 {
                     spawn_workers(then, 0);
                 }
@@ -158,13 +156,25 @@ fn spawn_workers(n: usize, then: usize) {
                 }
                 worker_main(pool())
             });
-        if spawned.is_err() {
-            // Fewer workers only means less parallelism; the caller runs epochs itself.
-            if id == 0 {
-                crate::scheduler::watchdog();
+        let handle = match spawned {
+            Ok(handle) => handle,
+            Err(_) => {
+                // Fewer workers only means less parallelism; the caller runs epochs
+                // itself.
+                if id == 0 {
+                    crate::scheduler::watchdog();
+                }
+                break;
             }
-            break;
+        };
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::thread::JoinHandleExt;
+            // The handle is dropped (the worker is detached); its pthread_t stays
+            // valid while the thread runs, and a worker runs until the process ends.
+            lock_std(&p.threads).push(handle.as_pthread_t());
         }
+        drop(handle);
         *count += 1;
     }
 }
@@ -282,26 +292,28 @@ pub(crate) fn nudge_off_this_cpu() {
         return;
     }
     let cpu = cpu as usize;
-    let tids = lock_std(&pool().tids).clone();
+    let threads = lock_std(&pool().threads).clone();
     let size = std::mem::size_of::<libc::cpu_set_t>();
-    for tid in tids {
+    for thread in threads {
         if cpu >= libc::CPU_SETSIZE as usize {
             return;
         }
         // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
         // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
-        // `tid` is a thread of this process (a worker never exits while it runs).
+        // `thread` is a worker's, valid while the process runs (workers never exit).
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(tid, size, &mut set) != 0 || !libc::CPU_ISSET(cpu, &set) {
+            if libc::pthread_getaffinity_np(thread, size, &mut set) != 0
+                || !libc::CPU_ISSET(cpu, &set)
+            {
                 continue;
             }
             let mut elsewhere = set;
             libc::CPU_CLR(cpu, &mut elsewhere);
             if libc::CPU_COUNT(&elsewhere) > 0
-                && libc::sched_setaffinity(tid, size, &elsewhere) == 0
+                && libc::pthread_setaffinity_np(thread, size, &elsewhere) == 0
             {
-                libc::sched_setaffinity(tid, size, &set);
+                libc::pthread_setaffinity_np(thread, size, &set);
             }
         }
     }
@@ -400,14 +412,14 @@ mod tests {
         ensure_workers(2);
         let sets = || -> Vec<Vec<bool>> {
             let size = std::mem::size_of::<libc::cpu_set_t>();
-            lock_std(&pool().tids)
+            lock_std(&pool().threads)
                 .iter()
-                .map(|&tid| {
-                    // SAFETY: a valid, zeroed cpu_set_t of `size` bytes; `tid` is a
-                    // worker of this process.
+                .map(|&thread| {
+                    // SAFETY: a valid, zeroed cpu_set_t of `size` bytes; `thread` is
+                    // a worker of this process, which runs until the process ends.
                     unsafe {
                         let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        assert_eq!(libc::sched_getaffinity(tid, size, &mut set), 0);
+                        assert_eq!(libc::pthread_getaffinity_np(thread, size, &mut set), 0);
                         (0..libc::CPU_SETSIZE as usize)
                             .map(|c| libc::CPU_ISSET(c, &set))
                             .collect()
@@ -415,11 +427,6 @@ mod tests {
                 })
                 .collect()
         };
-        // The workers record their ids once they have started.
-        let t = Instant::now();
-        while lock_std(&pool().tids).len() < 2 && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
         let before = sets();
         assert!(!before.is_empty());
         for _ in 0..10 {
