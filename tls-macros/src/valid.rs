@@ -86,6 +86,18 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         }
         _ => {}
     }
+    if finder.selected.len() > 1
+        && let Some(site) = &f.args.site
+    {
+        // One site is one loop's learned state: shared by several loops, each would
+        // run on what the others taught it.
+        errors.spanned(
+            site,
+            "`site` on a function whose `#[tls_loop]` marks several loops would give them \
+             all one site; put `site = ...` on each marked loop's own `#[tls_loop]` instead"
+                .to_string(),
+        );
+    }
     let outer_muts = scan::outer_mut_names(&f.func, &finder.selected);
     let variables = scan::fn_variables(&f.func);
     let mut plans = Vec::new();

@@ -86,6 +86,10 @@ fn defer(f: Box<dyn FnOnce() + Send + '_>) {
 pub struct Accumulator<'a, T> {
     target: *mut T,
     busy: AtomicBool,
+    /// Made inside a speculative epoch: its loop is nested in that epoch and runs in
+    /// order as part of it (`Loop::run`), and its variable is a local of the epoch's
+    /// own execution, so updates apply at once (see [`Accumulator::record`]).
+    nested: bool,
     _borrow: PhantomData<&'a mut T>,
 }
 
@@ -107,16 +111,23 @@ impl<'a, T: Send> Accumulator<'a, T> {
         Accumulator {
             target,
             busy: AtomicBool::new(false),
+            nested: epoch::current().is_some(),
             _borrow: PhantomData,
         }
     }
 
     /// Records `op` to be applied to the variable when the current epoch commits (at
     /// once outside speculation).
+    ///
+    /// An accumulator made inside an epoch belongs to a loop nested in it, which runs
+    /// in order as part of that epoch: its variable lives in the epoch's own
+    /// execution (a rollback re-runs the code that made it), so `op` applies at once.
+    /// Deferred to the enclosing epoch's commit, it would run after the function
+    /// owning the variable had returned.
     pub fn record(&self, op: impl FnOnce(&mut T) + Send + 'a) {
         let target = SendPtr(self.target);
         let busy = &self.busy;
-        defer(Box::new(move || {
+        let apply = move || {
             let target = target;
             while busy
                 .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -128,7 +139,12 @@ impl<'a, T: Send> Accumulator<'a, T> {
             // 'a (the `new` contract) and 'a outlives this action.
             op(unsafe { &mut *target.0 });
             busy.store(false, Ordering::Release);
-        }))
+        };
+        if self.nested {
+            apply();
+        } else {
+            defer(Box::new(apply));
+        }
     }
 }
 

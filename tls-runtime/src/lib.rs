@@ -244,7 +244,15 @@ pub use run::{for_each, poll};
 /// chosen by the runtime when absent), `site = <&'static LoopSite expr>` (where the
 /// loop keeps what it learns about itself: by default one `static` per loop; a
 /// function whose loop behaves differently for different callers can take one per
-/// caller).
+/// caller). `site` is evaluated each time the loop starts, where the loop is, after
+/// its items: it may use the function's parameters, not a variable the loop consumes
+/// or accumulates into. On a function with several marked loops it is refused (they
+/// would share one site); put it on each loop's own attribute. The other options of
+/// the function's attribute are the defaults of its marked loops.
+///
+/// A `#[tls_loop]` function called from inside another loop's iteration runs its
+/// loop in order, as part of that iteration's epoch (its accumulations update its
+/// own locals at once).
 ///
 /// ```
 /// use tls_runtime::{SpecVec, tls_loop};

@@ -1,0 +1,128 @@
+//! A `#[tls_loop]` function called from inside another loop's iteration: its loop runs
+//! in order as part of the enclosing epoch, and its accumulations (`s += x`,
+//! `out.push(x)`) update its own locals at once. (Deferred to the enclosing epoch's
+//! commit, they once ran after the function had returned, on its dead stack frame:
+//! wrong sums at 2 threads and more, hangs and invalid reads under valgrind.)
+
+use tls_runtime::{Loop, Spec, SpecVec, tls_loop};
+
+#[tls_loop]
+fn row_sum(row: &[u64]) -> u64 {
+    let mut s = 0;
+    for &x in row {
+        s += x;
+    }
+    s
+}
+
+#[tls_loop]
+fn evens(row: &[u64]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for &x in row {
+        if x % 2 == 0 {
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[tls_loop]
+fn harmonic(n: u32) -> f64 {
+    let mut h = 0.0;
+    for i in 1..=n {
+        h += 1.0 / f64::from(i);
+    }
+    h
+}
+
+/// Each row's sum, its even values and a harmonic number, one row per epoch; every
+/// iteration also reads what the one before wrote (`carry`), so that epochs are
+/// violated and the nested loops run again.
+#[tls_loop]
+fn per_row(rows: &[Vec<u64>], sums: &SpecVec<u64>, lens: &SpecVec<usize>, carry: &Spec<f64>) {
+    for r in 0..rows.len() {
+        let before = carry.get();
+        sums.set(r, row_sum(&rows[r]));
+        lens.set(r, evens(&rows[r]).len());
+        carry.set(before + harmonic(r as u32 + 1));
+    }
+}
+
+#[test]
+fn nested_loops_accumulate_into_their_own_locals() {
+    let rows: Vec<Vec<u64>> = (0..24)
+        .map(|r| (0..(r % 7 + 3)).map(|c| r * 10 + c).collect())
+        .collect();
+    let want_sums: Vec<u64> = rows.iter().map(|r| r.iter().sum()).collect();
+    let want_lens: Vec<usize> = rows
+        .iter()
+        .map(|r| r.iter().filter(|&&x| x % 2 == 0).count())
+        .collect();
+    let want_carry = (0..rows.len()).fold(0.0, |c, r| {
+        c + (1..=r as u32 + 1).fold(0.0, |h, i| h + 1.0 / f64::from(i))
+    });
+    for threads in [1, 2, 4, 8] {
+        for round in 0..10 {
+            let sums = SpecVec::from(vec![0u64; rows.len()]);
+            let lens = SpecVec::from(vec![0usize; rows.len()]);
+            let carry = Spec::new(0.0);
+            Loop::new().threads(threads).run(0..1, |_| {
+                // The marked function's own loop, nested in this one's epoch.
+                per_row(&rows, &sums, &lens, &carry);
+                tls_runtime::Control::<()>::Continue
+            });
+            assert_eq!(
+                sums.into_vec(),
+                want_sums,
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                lens.into_vec(),
+                want_lens,
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                carry.into_inner(),
+                want_carry,
+                "{threads} threads, round {round}"
+            );
+            // And as the outermost loop, whose epochs call the nested ones.
+            let sums = SpecVec::from(vec![0u64; rows.len()]);
+            let lens = SpecVec::from(vec![0usize; rows.len()]);
+            let carry = Spec::new(0.0);
+            per_row_on(threads, &rows, &sums, &lens, &carry);
+            assert_eq!(
+                sums.into_vec(),
+                want_sums,
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                lens.into_vec(),
+                want_lens,
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                carry.into_inner(),
+                want_carry,
+                "{threads} threads, round {round}"
+            );
+        }
+    }
+}
+
+/// `per_row`'s loop on `threads` threads, as the outermost loop.
+#[tls_loop(threads = threads)]
+fn per_row_on(
+    threads: usize,
+    rows: &[Vec<u64>],
+    sums: &SpecVec<u64>,
+    lens: &SpecVec<usize>,
+    carry: &Spec<f64>,
+) {
+    for r in 0..rows.len() {
+        let before = carry.get();
+        sums.set(r, row_sum(&rows[r]));
+        lens.set(r, evens(&rows[r]).len());
+        carry.set(before + harmonic(r as u32 + 1));
+    }
+}
