@@ -157,6 +157,17 @@ fn check_known(metas: &[NestedMeta], attr: &str, valid: &[&str]) -> syn::Result<
                     ),
                 );
             }
+            if let NestedMeta::Meta(syn::Meta::Path(_)) = meta {
+                // Every option takes a value; darling's own message for a bare word
+                // names its parser, not the option.
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        path,
+                        format!("`#[{attr}]` option `{name}` needs a value: `{name} = ...`"),
+                    ),
+                );
+            }
             seen.push(name);
         } else {
             let name = path

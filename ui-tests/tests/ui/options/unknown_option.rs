@@ -23,3 +23,10 @@ fn fill_fast(v: &SpecVec<u32>) {
         v.set(i, 1);
     }
 }
+
+#[tls_loop(site)]
+fn fill_bare(v: &SpecVec<u32>) {
+    for i in 0..v.len() {
+        v.set(i, 1);
+    }
+}
