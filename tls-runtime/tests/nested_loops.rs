@@ -35,19 +35,6 @@ fn harmonic(n: u32) -> f64 {
     h
 }
 
-/// Each row's sum, its even values and a harmonic number, one row per epoch; every
-/// iteration also reads what the one before wrote (`carry`), so that epochs are
-/// violated and the nested loops run again.
-#[tls_loop]
-fn per_row(rows: &[Vec<u64>], sums: &SpecVec<u64>, lens: &SpecVec<usize>, carry: &Spec<f64>) {
-    for r in 0..rows.len() {
-        let before = carry.get();
-        sums.set(r, row_sum(&rows[r]));
-        lens.set(r, evens(&rows[r]).len());
-        carry.set(before + harmonic(r as u32 + 1));
-    }
-}
-
 #[test]
 fn nested_loops_accumulate_into_their_own_locals() {
     let rows: Vec<Vec<u64>> = (0..24)
@@ -68,7 +55,7 @@ fn nested_loops_accumulate_into_their_own_locals() {
             let carry = Spec::new(0.0);
             Loop::new().threads(threads).run(0..1, |_| {
                 // The marked function's own loop, nested in this one's epoch.
-                per_row(&rows, &sums, &lens, &carry);
+                per_row_on(threads, &rows, &sums, &lens, &carry);
                 tls_runtime::Control::<()>::Continue
             });
             assert_eq!(
@@ -110,7 +97,9 @@ fn nested_loops_accumulate_into_their_own_locals() {
     }
 }
 
-/// `per_row`'s loop on `threads` threads, as the outermost loop.
+/// Each row's sum, its even values and a harmonic number, one row per epoch, on
+/// `threads` threads; every iteration also reads what the one before wrote (`carry`),
+/// so that epochs are violated and the nested loops run again.
 #[tls_loop(threads = threads)]
 fn per_row_on(
     threads: usize,
