@@ -292,12 +292,12 @@ pub(crate) fn nudge_off_this_cpu() {
         return;
     }
     let cpu = cpu as usize;
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return;
+    }
     let threads = lock_std(&pool().threads).clone();
     let size = std::mem::size_of::<libc::cpu_set_t>();
     for thread in threads {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return;
-        }
         // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
         // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
         // `thread` is a worker's, valid while the process runs (workers never exit).

@@ -142,9 +142,12 @@ impl Bufs {
                 &[],
                 self.threads,
                 self.journey.grain,
-                |rows| match self.journey.checkpoint {
-                    false => new_order_items(rows, input, o_id),
-                    true => new_order_items_checkpointed(rows, input, o_id),
+                |rows| {
+                    if self.journey.checkpoint {
+                        new_order_items_checkpointed(rows, input, o_id)
+                    } else {
+                        new_order_items(rows, input, o_id)
+                    }
                 },
             )?,
             Mode::ByHand => by_hand::new_order_items(&tx.share(), input, o_id, self.parts())?,
