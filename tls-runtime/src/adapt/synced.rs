@@ -245,7 +245,7 @@ pub(crate) fn wait_until_homefree(cx: &EpochCx, load: &'static Location<'static>
         if spins.is_multiple_of(64) {
             if started.elapsed() > MAX_WAIT {
                 note(true);
-                cx.raise(AwaitHomefreeSignal);
+                cx.raise(AwaitHomefreeSignal::SyncedLoad(load));
             }
             std::thread::yield_now();
         }

@@ -119,17 +119,31 @@ fn a_window_without_workers_waits_for_them_then_runs_in_order() {
 fn the_first_worker_to_join_restarts_the_window() {
     let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
     clock.open(&w);
-    clock.advance(Duration::from_millis(2));
-    // The caller ran alone while the worker woke; the worker's first vote starts
-    // the window over and is not counted.
-    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(500), false);
+    clock.advance(Duration::from_micros(700));
+    // The caller ran alone while the worker woke; the worker's arrival starts the
+    // window over, and the caller's lone epochs are not counted.
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(700), false);
     let generation = w.generation();
-    clock.vote(&w, &site, WINDOW, 0, D, true);
+    w.helper_joined_at(clock.0.get());
     assert_ne!(w.generation(), generation);
     assert_eq!(w.epochs.load(Relaxed), 0);
     assert_eq!(w.useful_ns.load(Relaxed), 0);
-    assert!(!site.in_order());
+    // A second worker's arrival does not start the window over again.
+    let generation = w.generation();
+    w.helper_joined_at(clock.0.get());
+    assert_eq!(w.generation(), generation);
+    // A full window past WAIT_FOR_HELPERS, before the worker's first vote (it
+    // hands its tally over every WINDOW epochs, and may have been descheduled): a
+    // worker is in the loop, so this is no window "without workers".
+    clock.advance(WAIT_FOR_HELPERS + Duration::from_micros(100));
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_micros(1100), false);
+    assert_eq!(w.epochs.load(Relaxed), 0, "judged");
+    assert!(!site.in_order(), "judged alone with a worker in the loop");
+    assert_ne!(site.held_back(), HeldBack::NoWorkers);
     // From then on, the window is judged on what both threads do in it.
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
     clock.advance(Duration::from_millis(2));
     clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), true);
     clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(1900), false);

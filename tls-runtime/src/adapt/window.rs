@@ -14,8 +14,9 @@ pub(crate) const MIN_GAIN: f64 = 1.1;
 /// The shortest wall time a window is judged on: shorter ones measure the clock and
 /// the scheduler more than the loop.
 pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
-/// How long a window waits for a worker's first vote before it is judged without
-/// one (a parked worker takes tens of microseconds to wake, a new one longer).
+/// How long a window in which no worker arrived or voted waits for one before it
+/// is judged without (a parked worker takes tens of microseconds to wake, a new one
+/// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
 /// (see `workers::nudge_off_this_cpu`): a worker that is not queued behind
@@ -33,7 +34,8 @@ pub(crate) struct Window {
     pub(super) epochs: AtomicU32,
     rolled_back: AtomicU32,
     pub(super) useful_ns: AtomicU64,
-    /// Votes from threads other than the loop's caller in this window.
+    /// Votes from threads other than the loop's caller in this window, or 1 from a
+    /// worker's arrival (see [`Window::helper_joined_at`]).
     helpers: AtomicU32,
     /// The caller has moved the workers off its CPU in this run (once a run).
     nudged: AtomicBool,
@@ -80,6 +82,28 @@ impl Window {
         self.generation.fetch_add(1, Relaxed);
     }
 
+    /// A worker entered the loop run (see [`Window::helper_joined_at`]).
+    pub(crate) fn helper_joined(&self) {
+        self.helper_joined_at(Instant::now());
+    }
+
+    /// A worker entered the loop run at `now`. The first to come to a window
+    /// that no worker has voted in starts it over: speculation is judged from now
+    /// on, not on the caller's lone start while the worker woke (workers park
+    /// between loops and while a site runs in order, and a wake-up can take from
+    /// tens of microseconds to a millisecond). It also counts as a helper at once:
+    /// a worker hands over its tally only every [`WINDOW`] epochs, and a worker
+    /// that came late in [`WAIT_FOR_HELPERS`] would otherwise not have voted
+    /// before the caller judged the window alone, so that the site ran in order
+    /// with a worker in the loop (seen on the first run of new sites: a worker
+    /// joining 0.5-0.7 ms into the run, then parked again for an in-order stretch).
+    pub(super) fn helper_joined_at(&self, now: Instant) {
+        if self.helpers.load(Relaxed) == 0 {
+            self.open_at(now);
+            self.helpers.store(1, Relaxed);
+        }
+    }
+
     /// A participant (`helper`: not the loop's caller) committed `epochs`
     /// speculative epochs, `rolled_back` of which were rolled back at least once,
     /// spending `useful` on work that committed. Once the window is full, speculation
@@ -109,15 +133,6 @@ impl Window {
         helper: bool,
         now: Instant,
     ) {
-        if helper && self.helpers.load(Relaxed) == 0 && self.epochs.load(Relaxed) > 0 {
-            // The first worker to join a window the caller started alone (workers
-            // park while a site runs in order, and take tens of microseconds to
-            // wake): judge speculation from now on, not the caller's lone start.
-            // This vote's epochs ran before now, so they are not counted either.
-            self.open_at(now);
-            self.helpers.store(1, Relaxed);
-            return;
-        }
         let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
         let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
         let useful_ns = useful.as_nanos() as u64;

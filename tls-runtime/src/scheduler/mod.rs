@@ -221,6 +221,7 @@ where
         if !self.joined.load(Ordering::Relaxed) {
             self.joined.store(true, Ordering::Relaxed);
         }
+        self.window.helper_joined();
         true
     }
 
