@@ -180,9 +180,37 @@ pub(crate) struct EpochCx {
 /// The unwinding payload that carries a rollback to the epoch runner.
 pub(crate) struct RollbackSignal;
 
-/// The unwinding payload of an escaped call whose argument check failed: the epoch
-/// waits until it is violated (the argument was stale) or homefree (it was not).
-pub(crate) struct AwaitHomefreeSignal;
+/// The unwinding payload of an epoch that stops speculating: it waits until it is
+/// violated (and re-runs for that) or homefree (and re-runs as the oldest epoch,
+/// where it need not speculate), and says why, for the trace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AwaitHomefreeSignal {
+    /// An escaped call's argument check failed (the argument may be stale).
+    ArgumentCheck,
+    /// The body asked to run the rest of the iteration as plain code
+    /// (`when_homefree`, `tls_runtime::scope`).
+    WhenHomefree,
+    /// A synchronized load waited longer than it may for the epochs before it.
+    SyncedLoad(&'static Location<'static>),
+    /// The epoch gave way twice to another thread holding a location it needed.
+    GaveWay,
+}
+
+impl AwaitHomefreeSignal {
+    /// Why the epoch re-ran, in words (the detail of its span in `TLS_TRACE`).
+    pub(crate) fn describe(self) -> String {
+        let why = match self {
+            AwaitHomefreeSignal::ArgumentCheck => "an escaped call's argument check failed".into(),
+            AwaitHomefreeSignal::WhenHomefree => "when_homefree".into(),
+            AwaitHomefreeSignal::SyncedLoad(load) => format!(
+                "waited too long at synchronized load {}",
+                crate::report::SourceLocation(load)
+            ),
+            AwaitHomefreeSignal::GaveWay => "gave way twice to a location's holder".into(),
+        };
+        format!("re-run once homefree: {why}")
+    }
+}
 
 /// [`EpochCx`] flag: the epoch has published what it did and runs as plain code.
 const PUBLISHED: u8 = 1;

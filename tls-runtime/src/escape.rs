@@ -138,7 +138,7 @@ pub fn escape_checked<R>(
     if let Some(cx) = epoch::current() {
         let _ = cx.begin_access();
         if !cx.homefree() && !args_ok() {
-            cx.raise(AwaitHomefreeSignal);
+            cx.raise(AwaitHomefreeSignal::ArgumentCheck);
         }
     }
     escape(lock, f)

@@ -82,7 +82,7 @@ pub fn when_homefree<R>(f: impl FnOnce() -> R) -> R {
         } else {
             let _ = cx.begin_access();
             if !cx.homefree() {
-                cx.raise(AwaitHomefreeSignal);
+                cx.raise(AwaitHomefreeSignal::WhenHomefree);
             }
         }
         crate::memory::publish_prefix(cx);

@@ -117,15 +117,23 @@ fn report_and_trace_files_hold_what_they_claim() {
             .any(|e| e["ph"] == "M" && e["name"] == "thread_name")
     );
     // A violation shows either on the attempt it cut short ("violated") or, when it hit
-    // an epoch that had already finished, on the re-run at commit ("re-run").
+    // an epoch that had already finished, on the re-run at commit ("re-run"). Once the
+    // site synchronizes the load (it violates every epoch), an epoch that waits there
+    // too long (a thread descheduled, on a busy machine) re-runs once homefree
+    // without a violation: that span names the load it waited at.
     let violated: Vec<_> = spans
         .iter()
         .filter(|e| e["cat"] == "violated" || e["cat"] == "re-run")
         .collect();
     assert!(!violated.is_empty(), "no violated span");
     for v in &violated {
-        let detail = v["args"]["detail"].as_str().unwrap();
-        assert!(detail.contains(&format!(":{store_line}:")), "{detail}");
+        let detail = v["args"]["detail"].as_str().expect("a re-run says why");
+        if detail.starts_with("re-run once homefree") {
+            assert_eq!(v["cat"], "re-run", "{v}");
+            assert!(detail.contains("synchronized load"), "{detail}");
+        } else {
+            assert!(detail.contains(&format!(":{store_line}:")), "{detail}");
+        }
         assert!(detail.contains(&format!(":{load_line}:")), "{detail}");
     }
     // Every iteration shows: as an epoch that ran to its end, or inside a stretch run

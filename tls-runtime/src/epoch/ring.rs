@@ -95,10 +95,28 @@ impl EpochSlot {
         if self.rollback_to.load(Ordering::Acquire) == NOT_VIOLATED {
             return (NOT_VIOLATED, None);
         }
+        // Under the cause lock, as violators lower the target (`record`): a target
+        // taken here comes with the cause recorded for it, and one lowered after
+        // the swap leaves its own cause behind for the next look. (Taken apart, a
+        // violation landing between the swap and the take left a pending target
+        // with no cause: a rollback the report and the trace could not name.)
+        let mut cause = lock(&self.cause);
         let target = self.rollback_to.swap(NOT_VIOLATED, Ordering::AcqRel);
         self.has_cause.store(false, Ordering::Relaxed);
-        let cause = lock(&self.cause).take().map(|(_, c)| c);
-        (target, cause)
+        (target, cause.take().map(|(_, c)| c))
+    }
+
+    /// Lowers the pending rollback target to `segment`, keeping the cause of the
+    /// lowest target asked for.
+    fn record(&self, segment: u32, cause: Option<Cause>) {
+        let mut c = lock(&self.cause);
+        if let Some(cause) = cause
+            && c.as_ref().is_none_or(|(s, _)| segment < *s)
+        {
+            *c = Some((segment, cause));
+            self.has_cause.store(true, Ordering::Relaxed);
+        }
+        self.rollback_to.fetch_min(segment, Ordering::AcqRel);
     }
 }
 
@@ -163,20 +181,15 @@ impl EpochRing {
         if slot.tag.load(Ordering::Acquire) != victim {
             return;
         }
-        let mut c = lock(&slot.cause);
-        if c.is_none_or(|(s, _)| segment < s) {
-            *c = Some((segment, cause));
-            slot.has_cause.store(true, Ordering::Relaxed);
-        }
-        slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
+        slot.record(segment, Some(cause));
     }
 
-    /// Asks epoch `tag` to roll back to `segment` again (a violation taken by a commit
-    /// that then could not go on), if the slot still belongs to it.
-    pub(crate) fn rearm(&self, tag: Tag, segment: u32) {
+    /// Asks epoch `tag` to roll back to `segment` again, for `cause` (a violation
+    /// taken by a commit that then could not go on), if the slot still belongs to it.
+    pub(crate) fn rearm(&self, tag: Tag, segment: u32, cause: Option<Cause>) {
         let slot = self.slot(index_of(tag));
         if slot.tag.load(Ordering::Acquire) == tag {
-            slot.rollback_to.fetch_min(segment, Ordering::AcqRel);
+            slot.record(segment, cause);
         }
     }
 

@@ -183,8 +183,8 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
 pub(crate) fn publish_prefix(cx: &EpochCx) {
     match commit_epoch(cx) {
         CommitOutcome::Committed => cx.set_published(),
-        CommitOutcome::Violated { target, .. } => {
-            cx.ring().rearm(cx.tag, target);
+        CommitOutcome::Violated { target, cause } => {
+            cx.ring().rearm(cx.tag, target, cause);
             cx.raise(crate::epoch::RollbackSignal)
         }
         CommitOutcome::ActionPanicked(p) => {

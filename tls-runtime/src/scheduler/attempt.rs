@@ -20,7 +20,7 @@ use std::time::Instant;
 pub(super) enum Attempt<R> {
     Finished(Control<R>),
     Rollback,
-    AwaitHomefree,
+    AwaitHomefree(AwaitHomefreeSignal),
     Panicked(Payload),
 }
 
@@ -99,7 +99,7 @@ where
                     }
                     Attempt::Finished(control) => break EpochEnd::Control(control),
                     Attempt::Panicked(p) => break EpochEnd::Panic(p),
-                    Attempt::AwaitHomefree => break EpochEnd::RerunHomefree,
+                    Attempt::AwaitHomefree(why) => break EpochEnd::RerunHomefree(why),
                 }
             };
             work.ran += began.elapsed();
@@ -165,8 +165,10 @@ where
         match r {
             Ok(control) => Attempt::Finished(control),
             Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,
-            Err(p) if p.is::<AwaitHomefreeSignal>() => Attempt::AwaitHomefree,
-            Err(p) => Attempt::Panicked(p),
+            Err(p) => match p.downcast::<AwaitHomefreeSignal>() {
+                Ok(why) => Attempt::AwaitHomefree(*why),
+                Err(p) => Attempt::Panicked(p),
+            },
         }
     }
 

@@ -10,7 +10,7 @@ use super::work::{Done, EpochEnd, Work};
 use super::{LoopEnding, NO_STOP, Shared};
 use crate::adapt::Votes;
 use crate::control::{Control, Step};
-use crate::epoch::{Cause, CurrentGuard, EpochCx, NOT_VIOLATED, make_tag};
+use crate::epoch::{AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, NOT_VIOLATED, make_tag};
 use crate::memory::{CommitOutcome, commit_epoch};
 use crate::report::ThreadStats;
 use crate::sync::lock;
@@ -101,12 +101,16 @@ where
                 _ if work.snaps.is_empty() => None,
                 // From its current segment, or from an earlier one that a violation
                 // names (NOT_VIOLATED is the largest segment number).
-                EpochEnd::RerunHomefree => Some(segment.min(target)),
+                EpochEnd::RerunHomefree(_) => Some(segment.min(target)),
                 _ if target != NOT_VIOLATED => Some(target),
                 _ => None,
             };
             if let Some(target) = rerun_from {
-                end = self.rerun(&cx, &mut work, target, cause, ts);
+                let why = match end {
+                    EpochEnd::RerunHomefree(why) => Some(why),
+                    _ => None,
+                };
+                end = self.rerun(&cx, &mut work, target, cause, why, ts);
             }
             let ending = match end {
                 EpochEnd::Control(Control::Continue) => None,
@@ -117,7 +121,9 @@ where
                     self.end_loop(index, LoopEnding::Panic(p), None);
                     return;
                 }
-                EpochEnd::RerunHomefree | EpochEnd::Violated(..) => unreachable!("re-run above"),
+                EpochEnd::RerunHomefree(_) | EpochEnd::Violated(..) => {
+                    unreachable!("re-run above")
+                }
             };
             let panicked = matches!(ending, Some(LoopEnding::Panic(_)));
             match self.commit_and_count(&cx, &work, ending, ts, votes) {
@@ -143,18 +149,25 @@ where
         work: &mut Work<It::Item, S>,
         target: u32,
         cause: Option<Cause>,
+        why: Option<AwaitHomefreeSignal>,
         ts: &mut ThreadStats,
     ) -> EpochEnd<R> {
         let index = work.index;
         let t0 = self.stamp();
         let began = Instant::now();
-        let detail = cause.map(describe_violation);
+        // For the trace: the violation if there was one (it names the earlier
+        // segment), else why the epoch stopped speculating.
+        let detail = t0.and_then(|_| match (cause, why) {
+            (Some(c), _) => Some(describe_violation(c)),
+            (None, Some(why)) => Some(why.describe()),
+            (None, None) => None,
+        });
         self.roll_back(cx, work, target, cause, ts);
         let end = loop {
             match self.attempt(cx, work) {
                 Attempt::Finished(control) => break EpochEnd::Control(control),
                 Attempt::Panicked(p) => break EpochEnd::Panic(p),
-                Attempt::Rollback | Attempt::AwaitHomefree => {
+                Attempt::Rollback | Attempt::AwaitHomefree(_) => {
                     // A write from plain code or another loop, a lock given way to,
                     // or a stale violation record: run again.
                     let (t, c) = self.ring.slot(index).take_violation();

@@ -4,8 +4,7 @@
 
 use super::Payload;
 use crate::control::Control;
-use crate::epoch::Cause;
-use crate::epoch::Logs;
+use crate::epoch::{AwaitHomefreeSignal, Cause, Logs};
 use crate::sync::Mutex;
 use crossbeam_utils::CachePadded;
 use std::time::{Duration, Instant};
@@ -65,8 +64,9 @@ pub(super) enum EpochEnd<R> {
     Control(Control<R>),
     /// A panic; real if the epoch turns out homefree without a violation.
     Panic(Payload),
-    /// An escaped call's argument check failed: re-run once homefree.
-    RerunHomefree,
+    /// The epoch stopped speculating (an escaped call's argument check failed, a
+    /// synchronized load waited too long, ...): re-run once homefree.
+    RerunHomefree(AwaitHomefreeSignal),
     /// The loop's iterator panicked producing this epoch's item.
     IterPanic(Payload),
     /// Its commit found it violated (by plain code or another loop): re-run from the

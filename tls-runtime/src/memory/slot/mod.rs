@@ -124,7 +124,7 @@ impl<T> Slot<T> {
             let n = cx.gave_way.get() + 1;
             cx.gave_way.set(n);
             if n >= GIVE_WAYS_BEFORE_WAITING {
-                cx.raise(AwaitHomefreeSignal);
+                cx.raise(AwaitHomefreeSignal::GaveWay);
             }
             cx.raise(RollbackSignal);
         }
