@@ -9,9 +9,11 @@
 //! (a park/unpark round trip measured ~57 us there, against ~110 ns to hand work to a
 //! spinning thread), more than an epoch, so an idle worker spins (with `spin_loop`,
 //! yielding now and then) for `TLS_SPIN_US` after its last job before it parks on a
-//! condition variable. A wake-up can take longer: when the waking thread keeps busy
-//! the core on which the worker parked, the kernel may queue the worker there, and
-//! it runs at that thread's next tick (up to 4 ms there).
+//! condition variable. A wake-up can take longer: the kernel may queue the worker on
+//! the waking thread's core, which that thread keeps busy running epochs, until its
+//! balancing moves it (milliseconds). So the thread that starts or wakes workers
+//! moves those that have not run yet off its own core at once, and a loop's caller
+//! that has run alone for a while moves them all ([`nudge_off_this_cpu`]).
 //!
 //! The workers start ahead of the first loop, when the program makes its first
 //! speculative container ([`prestart`]), or else when a loop needs them
@@ -26,7 +28,7 @@
 use crate::config::{Mode, env};
 use crate::sync::{self as model, lock_std};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How many workers are inside a job: counted in under the pool's lock, counted out
@@ -99,7 +101,17 @@ struct Pool {
     /// The workers' threads, for [`nudge_off_this_cpu`]: recorded by the thread
     /// that starts each, so that a worker not yet running can be moved too.
     #[cfg(target_os = "linux")]
-    threads: Mutex<Vec<libc::pthread_t>>,
+    threads: Mutex<Vec<WorkerThread>>,
+}
+
+/// A worker's thread, as the nudges see it.
+#[cfg(target_os = "linux")]
+struct WorkerThread {
+    thread: libc::pthread_t,
+    /// Whether the worker has not run since it was started or last parked (set by
+    /// its starter and before it parks, cleared when it runs): the workers that a
+    /// start or a wake-up may have queued behind a busy thread.
+    waiting: Arc<AtomicBool>,
 }
 
 fn pool() -> &'static Pool {
@@ -129,22 +141,16 @@ pub(crate) fn ensure_workers(n: usize) {
 fn spawn_workers(n: usize, then: usize) {
     let p = pool();
     let mut count = lock_std(&p.workers);
+    let started = *count;
     while *count < n {
         let id = *count;
         let then = if id + 1 == n { then } else { 0 };
+        let waiting = Arc::new(AtomicBool::new(true));
+        let running = Arc::clone(&waiting);
         let spawned = std::thread::Builder::new()
             .name(format!("tls-worker-{id}"))
             .spawn(move || {
-                // A new thread is queued on its parent's core, and when the parent
-                // keeps that core busy (a loop's caller running epochs, a program
-                // making its data) it shares that core, spinning for work, until the
-                // kernel's next balancing tick moves it, milliseconds on. A short
-                // sleep first makes its start a wake-up, which the kernel places on
-                // an idle core. (On the 2-core development machine, a first loop
-                // run right after its data is made: 1.06 of the plain loop's time at
-                // the median of 30 processes, 1.14 at the 75th percentile, against
-                // 1.16 and 1.83 without it.)
-                std::thread::sleep(NEW_WORKER_NAP);
+                running.store(false, Ordering::Relaxed);
                 if then > 0 {
                     spawn_workers(then, 0);
                 }
@@ -154,7 +160,7 @@ fn spawn_workers(n: usize, then: usize) {
                     // caller pays for a thread start.
                     crate::scheduler::watchdog();
                 }
-                worker_main(pool())
+                worker_main(pool(), &running)
             });
         let handle = match spawned {
             Ok(handle) => handle,
@@ -172,30 +178,39 @@ fn spawn_workers(n: usize, then: usize) {
             use std::os::unix::thread::JoinHandleExt;
             // The handle is dropped (the worker is detached); its pthread_t stays
             // valid while the thread runs, and a worker runs until the process ends.
-            lock_std(&p.threads).push(handle.as_pthread_t());
+            lock_std(&p.threads).push(WorkerThread {
+                thread: handle.as_pthread_t(),
+                waiting,
+            });
         }
+        #[cfg(not(target_os = "linux"))]
+        drop(waiting);
         drop(handle);
         *count += 1;
     }
+    if *count > started {
+        drop(count);
+        // A new thread is queued on its parent's CPU, and when the parent keeps
+        // that CPU busy (a loop's caller running epochs, a program making its
+        // data) it waits there until the kernel's balancing moves it,
+        // milliseconds on. On the 2-core development machine a worker started
+        // right before a loop joined it 0.5-1 ms late about one time in three.
+        nudge_waiting_off_this_cpu();
+    }
 }
-
-/// How long a new worker sleeps before it looks for work (see `spawn_workers`).
-const NEW_WORKER_NAP: Duration = Duration::from_micros(50);
 
 /// Starts the workers that a loop with the default thread count wants, ahead of the
 /// first loop: called when the program makes a speculative container outside any
 /// loop, which it does before it runs a loop over it.
 ///
 /// Started by the first loop instead, a worker arrives late: on the 2-core
-/// development machine the first thread spawn costs the caller about 0.5 ms, and a
-/// thread spawned by a thread that then keeps its core busy (the loop's caller,
-/// running epochs) is queued on that core and first runs 1.7 to 4 ms later, so the
-/// first run of a loop of a few milliseconds ran mostly on the caller alone
-/// (`benches/first_run.rs`: 6.2 ms against 2.1 ms for later runs).
-/// Started here, a worker spins for `TLS_SPIN_US` like one that has just left a
-/// loop, so that a loop that follows at once finds it awake, then parks like one
-/// between loops. The calling thread pays for starting one thread (tens of
-/// microseconds); that one starts the others. Nothing starts in
+/// development machine starting a thread costs its caller 0.15 to 0.3 ms, and the
+/// new thread first runs 0.05 to 0.2 ms after that, all inside the first run (with
+/// data made right before a loop of 1.7 ms, its first run took 1.9 ms at the median
+/// of 15 processes). Started here, a worker spins for `TLS_SPIN_US` like one that
+/// has just left a loop, so that a loop that follows at once finds it awake, then
+/// parks like one between loops. The calling thread pays for starting one thread;
+/// that one starts the others. Nothing starts in
 /// `TLS_MODE=sequential` or `profile` or with `TLS_THREADS=1`, where no loop would
 /// use a worker.
 pub(crate) fn prestart() {
@@ -229,11 +244,7 @@ pub(crate) fn publish(job: &dyn Job) -> Published<'_> {
         jobs.push(r);
         p.published.store(jobs.len(), Ordering::SeqCst);
     }
-    p.generation.fetch_add(1, Ordering::SeqCst);
-    if p.sleepers.load(Ordering::SeqCst) > 0 {
-        let _g = lock_std(&p.sleep_lock);
-        p.wake.notify_all();
-    }
+    wake();
     Published { job }
 }
 
@@ -242,8 +253,15 @@ pub(crate) fn wake() {
     let p = pool();
     p.generation.fetch_add(1, Ordering::SeqCst);
     if p.sleepers.load(Ordering::SeqCst) > 0 {
-        let _g = lock_std(&p.sleep_lock);
-        p.wake.notify_all();
+        {
+            let _g = lock_std(&p.sleep_lock);
+            p.wake.notify_all();
+        }
+        // The kernel queues a woken worker on its waker's CPU when the worker's
+        // own CPU does not look idle (on a virtual machine, an idle virtual CPU
+        // its host has descheduled does not), where it waits behind this thread:
+        // move those just woken at once.
+        nudge_waiting_off_this_cpu();
     }
 }
 
@@ -272,7 +290,8 @@ impl Drop for Published<'_> {
 
 /// Moves every worker queued on the calling thread's CPU to another CPU it may run
 /// on, and returns once they are moved; called by a loop's caller that has waited
-/// `adapt::window::NUDGE_AFTER` for any worker to join.
+/// `adapt::window::NUDGE_AFTER` for any worker to join. (Workers just started or
+/// woken are moved by the thread that started or woke them, right away.)
 ///
 /// A woken worker is often queued on the CPU of the thread that woke it (the kernel
 /// pulls a wakee to its waker's CPU when the wakee's own CPU does not look idle,
@@ -284,8 +303,22 @@ impl Drop for Published<'_> {
 /// CPU moves it at once; its set is then given back as it was (which does not move
 /// it back). Nothing happens where the set has no other CPU (a process pinned to
 /// one CPU) or where the calls fail.
-#[cfg(target_os = "linux")]
 pub(crate) fn nudge_off_this_cpu() {
+    nudge(false);
+}
+
+/// [`nudge_off_this_cpu`] for the workers that have not run since they were
+/// started or woken (called right after starting or waking them; none when the
+/// workers were spinning, so that a loop started while they are awake makes no
+/// system call).
+fn nudge_waiting_off_this_cpu() {
+    nudge(true);
+}
+
+/// Moves the workers (`only_waiting`: those that have not run since they were
+/// started or woken) queued on this thread's CPU to another CPU.
+#[cfg(target_os = "linux")]
+fn nudge(only_waiting: bool) {
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() };
     if cpu < 0 {
@@ -295,9 +328,23 @@ pub(crate) fn nudge_off_this_cpu() {
     if cpu >= libc::CPU_SETSIZE as usize {
         return;
     }
-    let threads = lock_std(&pool().threads).clone();
+    let threads: Vec<libc::pthread_t> = lock_std(&pool().threads)
+        .iter()
+        .filter(|w| !only_waiting || w.waiting.load(Ordering::Relaxed))
+        .map(|w| w.thread)
+        .collect();
+    if threads.is_empty() {
+        return;
+    }
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     for thread in threads {
+        // A worker starting or waking others does not move itself.
+        // SAFETY: pthread_equal compares two thread ids.
+        if unsafe { libc::pthread_equal(thread, me) } != 0 {
+            continue;
+        }
         // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
         // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
         // `thread` is a worker's, valid while the process runs (workers never exit).
@@ -321,7 +368,7 @@ pub(crate) fn nudge_off_this_cpu() {
 
 /// Elsewhere than Linux: nothing (see the Linux version).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn nudge_off_this_cpu() {}
+fn nudge(_only_waiting: bool) {}
 
 /// Spins a little, then yields: for short waits on other threads.
 #[inline]
@@ -360,7 +407,9 @@ fn pick(p: &Pool) -> Option<JobRef> {
     None
 }
 
-fn worker_main(p: &'static Pool) {
+/// A worker's life: runs published jobs, spins a while when there is none, then
+/// parks until one is published. `waiting` is its flag for the nudges.
+fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
     let mut idle_since = Instant::now();
     let mut spins = 0u32;
     loop {
@@ -388,12 +437,14 @@ fn worker_main(p: &'static Pool) {
         {
             let g = lock_std(&p.sleep_lock);
             if p.generation.load(Ordering::SeqCst) == seen {
+                waiting.store(true, Ordering::Relaxed);
                 let _ = p
                     .wake
                     .wait_timeout(g, Duration::from_secs(1))
                     .unwrap_or_else(|e| e.into_inner());
             }
         }
+        waiting.store(false, Ordering::Relaxed);
         p.sleepers.fetch_sub(1, Ordering::SeqCst);
         idle_since = Instant::now();
         spins = 0;
@@ -405,32 +456,46 @@ mod tests {
     use super::*;
 
     /// Moving the workers off this thread's CPU gives each its CPU set back as it
-    /// was: a worker left narrowed would never again run on that CPU.
+    /// was: a worker left narrowed would never again run on that CPU. Each worker
+    /// has the set it was started with (this thread's), after the moves of its
+    /// start, of wake-ups and of a caller running alone.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_nudge_leaves_every_worker_its_cpu_set() {
         ensure_workers(2);
-        let sets = || -> Vec<Vec<bool>> {
+        let set_of = |thread: libc::pthread_t| -> Vec<bool> {
             let size = std::mem::size_of::<libc::cpu_set_t>();
+            // SAFETY: a valid, zeroed cpu_set_t of `size` bytes; `thread` is this
+            // thread or a worker of this process, which runs until the process ends.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                assert_eq!(libc::pthread_getaffinity_np(thread, size, &mut set), 0);
+                (0..libc::CPU_SETSIZE as usize)
+                    .map(|c| libc::CPU_ISSET(c, &set))
+                    .collect()
+            }
+        };
+        let sets = || -> Vec<Vec<bool>> {
             lock_std(&pool().threads)
                 .iter()
-                .map(|&thread| {
-                    // SAFETY: a valid, zeroed cpu_set_t of `size` bytes; `thread` is
-                    // a worker of this process, which runs until the process ends.
-                    unsafe {
-                        let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        assert_eq!(libc::pthread_getaffinity_np(thread, size, &mut set), 0);
-                        (0..libc::CPU_SETSIZE as usize)
-                            .map(|c| libc::CPU_ISSET(c, &set))
-                            .collect()
-                    }
-                })
+                .map(|w| set_of(w.thread))
                 .collect()
         };
+        // SAFETY: pthread_self has no preconditions.
+        let mine = set_of(unsafe { libc::pthread_self() });
         let before = sets();
         assert!(!before.is_empty());
+        assert!(
+            before.iter().all(|s| *s == mine),
+            "a worker's start moved it for good"
+        );
         for _ in 0..10 {
             nudge_off_this_cpu();
+            for w in lock_std(&pool().threads).iter() {
+                w.waiting.store(true, Ordering::Relaxed);
+            }
+            wake();
+            nudge_waiting_off_this_cpu();
         }
         assert_eq!(sets(), before);
     }

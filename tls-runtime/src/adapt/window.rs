@@ -39,6 +39,8 @@ pub(crate) struct Window {
     helpers: AtomicU32,
     /// The caller has moved the workers off its CPU in this run (once a run).
     nudged: AtomicBool,
+    /// A worker has entered this run: the caller no longer moves the workers.
+    joined: AtomicBool,
     start: Mutex<Instant>,
     /// Moves on each [`Window::open`], so that a participant can drop the tally of
     /// epochs it committed before the window opened (see [`Window::generation`]).
@@ -54,6 +56,7 @@ impl Window {
             useful_ns: AtomicU64::new(0),
             helpers: AtomicU32::new(0),
             nudged: AtomicBool::new(false),
+            joined: AtomicBool::new(false),
             start: Mutex::new(Instant::now()),
             generation: CachePadded::new(AtomicU32::new(0)),
         }
@@ -98,6 +101,9 @@ impl Window {
     /// with a worker in the loop (seen on the first run of new sites: a worker
     /// joining 0.5-0.7 ms into the run, then parked again for an in-order stretch).
     pub(super) fn helper_joined_at(&self, now: Instant) {
+        if !self.joined.load(Relaxed) {
+            self.joined.store(true, Relaxed);
+        }
         if self.helpers.load(Relaxed) == 0 {
             self.open_at(now);
             self.helpers.store(1, Relaxed);
@@ -138,9 +144,11 @@ impl Window {
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
         let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
-        if helpers == 0 && !helper && !self.nudged.load(Relaxed) {
+        if helpers == 0 && !helper && !self.nudged.load(Relaxed) && !self.joined.load(Relaxed) {
             // No worker yet: one queued behind the caller on its CPU would not run
-            // until the kernel moves it, so move it now.
+            // until the kernel moves it, so move it now. (Once one has come, a
+            // window without its votes is one it spent elsewhere or descheduled:
+            // moving it would not help.)
             let alone = now.saturating_duration_since(*lock(&self.start));
             if alone >= NUDGE_AFTER && !self.nudged.swap(true, Relaxed) {
                 crate::workers::nudge_off_this_cpu();
