@@ -101,17 +101,27 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
     let outer_muts = scan::outer_mut_names(&f.func, &finder.selected);
     let variables = scan::fn_variables(&f.func);
     let mut plans = Vec::new();
-    for l in &finder.selected {
-        let args = match scan::marked(&l.attrs) {
-            None => f.args.clone(),
-            Some(mark) => match attr::args_of(mark).and_then(LoopArgs::parse) {
-                Ok(inner) => inner.or(&f.args),
-                Err(e) => {
+    let several = finder.selected.len() > 1;
+    for (k, l) in finder.selected.iter().enumerate() {
+        let own = match scan::marked(&l.attrs) {
+            None => LoopArgs::default(),
+            Some(mark) => attr::args_of(mark)
+                .and_then(LoopArgs::parse)
+                .unwrap_or_else(|e| {
                     errors.push(e);
-                    f.args.clone()
-                }
-            },
+                    LoopArgs::default()
+                }),
         };
+        let unnamed = own.name.is_none();
+        let mut args = own.or(&f.args);
+        if several && unnamed {
+            // The function's `name` names each marked loop that has none of its
+            // own, numbered in source order: one name for all would merge their
+            // reports (`TLS_REPORT` aggregates runs by name).
+            args.name = args
+                .name
+                .map(|n| attr::LoopName(format!("{} #{}", n.0, k + 1)));
+        }
         for (call, name) in scan::thread_starts(&l.body) {
             errors.spanned(call, thread_start_message(&name));
         }
