@@ -143,6 +143,20 @@ impl Walker<'_> {
     }
 }
 
+/// The message for `place op= ...` on a field or an element of an outer variable:
+/// only a whole variable can be an accumulation.
+fn part_accumulation_error(place: &Expr, root: &Ident) -> String {
+    let place = scan::place_text(place).unwrap_or_else(|| root.to_string());
+    format!(
+        "cannot accumulate into `{place}` in a `#[tls_loop]` loop: only a whole variable \
+         declared outside the loop can be an accumulation (`total += x`, `out.push(x)`), not \
+         a field or an element of one, since epochs running in parallel would race on it; \
+         accumulate into a local declared before the loop and assign `{place}` from it after \
+         the loop, use `Spec<T>` or `SpecVec<T>` for data that iterations share, or keep the \
+         loop sequential"
+    )
+}
+
 fn assign_error(name: &Ident) -> String {
     format!(
         "cannot assign to `{name}` in a `#[tls_loop]` loop: it is declared outside the loop, so \
@@ -192,6 +206,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     let root = root.clone();
                     if scan::plain_target(&b.left).is_some() && root != "self" {
                         self.accumulate(&root);
+                    } else if scan::plain_target(&b.left).is_none() {
+                        self.error(&b.left, part_accumulation_error(&b.left, &root));
                     } else {
                         self.error(&b.left, assign_error(&root));
                     }

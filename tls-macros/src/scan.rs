@@ -109,6 +109,25 @@ pub(crate) fn plain_target(e: &Expr) -> Option<&Ident> {
     }
 }
 
+/// A field or element place as the user wrote it (`self.count`, `stats.max`,
+/// `hist[..]`), for messages; `None` for other expressions.
+pub(crate) fn place_text(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Field(f) => {
+            let member = match &f.member {
+                syn::Member::Named(n) => n.to_string(),
+                syn::Member::Unnamed(i) => i.index.to_string(),
+            };
+            Some(format!("{}.{member}", place_text(&f.base)?))
+        }
+        Expr::Index(i) => Some(format!("{}[..]", place_text(&i.expr)?)),
+        Expr::Paren(p) => place_text(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => place_text(&u.expr),
+        _ => None,
+    }
+}
+
 /// Whether a binary operator is a compound assignment (`+=`, `|=`, ...).
 pub(crate) fn is_assign_op(op: &syn::BinOp) -> bool {
     use syn::BinOp::*;
