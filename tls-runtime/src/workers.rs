@@ -328,14 +328,14 @@ fn nudge(only_waiting: bool) {
     if cpu >= libc::CPU_SETSIZE as usize {
         return;
     }
-    let threads: Vec<libc::pthread_t> = lock_std(&pool().threads)
+    // Held throughout: two threads nudging at once (loops started by several
+    // client threads) must not interleave, or one could read a set the other
+    // has narrowed and give that back for good (with three CPUs or more).
+    let workers = lock_std(&pool().threads);
+    let threads = workers
         .iter()
         .filter(|w| !only_waiting || w.waiting.load(Ordering::Relaxed))
-        .map(|w| w.thread)
-        .collect();
-    if threads.is_empty() {
-        return;
-    }
+        .map(|w| w.thread);
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
@@ -489,14 +489,22 @@ mod tests {
             before.iter().all(|s| *s == mine),
             "a worker's start moved it for good"
         );
-        for _ in 0..10 {
-            nudge_off_this_cpu();
-            for w in lock_std(&pool().threads).iter() {
-                w.waiting.store(true, Ordering::Relaxed);
+        // From several threads at once, as loops started by several client
+        // threads do.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        nudge_off_this_cpu();
+                        for w in lock_std(&pool().threads).iter() {
+                            w.waiting.store(true, Ordering::Relaxed);
+                        }
+                        wake();
+                        nudge_waiting_off_this_cpu();
+                    }
+                });
             }
-            wake();
-            nudge_waiting_off_this_cpu();
-        }
+        });
         assert_eq!(sets(), before);
     }
 
