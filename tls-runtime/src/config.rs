@@ -14,6 +14,13 @@
 //!   event format (open it in Perfetto or chrome://tracing) when the process exits.
 //! - `TLS_SPIN_US`: how long idle workers spin, looking for work, before they park
 //!   (default 1000 microseconds).
+//! - `TLS_MOVE_WORKERS`: `on` (default) or `off`. On Linux the runtime moves a
+//!   worker that has just been started or woken, and has not run yet, off the CPU
+//!   of the thread that started or woke it, by narrowing the worker's CPU set for
+//!   a moment (see `workers.rs`). It leaves alone a worker whose set is not the one
+//!   it started with (a program that pins its threads itself), but a program that
+//!   changes its threads' CPU sets while loops start can, rarely, see a change
+//!   made in that moment undone; `off` never touches a CPU set.
 //! - `TLS_ZOMBIE_WARN_MS`: how long a loop waits on a violated epoch that reaches no
 //!   tracked access, checkpoint or poll before it says so on stderr (default 2000
 //!   milliseconds; see `LoopReport::stuck_zombies`).
@@ -48,6 +55,7 @@ pub(crate) struct Env {
     pub(crate) report: ReportSink,
     pub(crate) trace: Option<std::path::PathBuf>,
     pub(crate) spin_after: Duration,
+    pub(crate) move_workers: bool,
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) zombie_warn: Duration,
 }
@@ -105,6 +113,16 @@ fn read_env() -> Env {
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(Duration::from_micros(1000), Duration::from_micros);
+    let move_workers = match std::env::var("TLS_MOVE_WORKERS").as_deref() {
+        Err(_) | Ok("") | Ok("on") => true,
+        Ok("off") => false,
+        Ok(other) => {
+            eprintln!(
+                "tls-runtime: TLS_MOVE_WORKERS={other:?} is neither `on` nor `off`; using on"
+            );
+            true
+        }
+    };
     let zombie_warn = match std::env::var("TLS_ZOMBIE_WARN_MS") {
         Err(_) => Duration::from_millis(2000),
         Ok(s) => match s.trim().parse::<u64>() {
@@ -124,6 +142,7 @@ fn read_env() -> Env {
         report,
         trace,
         spin_after,
+        move_workers,
         zombie_warn,
     }
 }

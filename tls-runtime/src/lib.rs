@@ -249,8 +249,9 @@ pub use run::{for_each, poll};
 /// or accumulates into. On a function with several marked loops it is refused (they
 /// would share one site); put it on each loop's own attribute. The other options of
 /// the function's attribute are the defaults of its marked loops, except that its
-/// `name` is numbered for each of several marked loops without a name of its own
-/// (`"passes #1"`, `"passes #2"`), so that each has its own entry in the reports.
+/// `name` is numbered for each of several marked loops without a name of its own, by
+/// the loop's position among the marked loops (`"passes #1"`, `"passes #3"` when the
+/// second has its own name), so that each has its own entry in the reports.
 ///
 /// A `#[tls_loop]` function called from inside another loop's iteration runs its
 /// loop in order, as part of that iteration's epoch (its accumulations update its

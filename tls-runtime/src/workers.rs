@@ -25,8 +25,11 @@
 //! any, notifies under `sleep_lock`. Both sides use `SeqCst` on these two words, so at
 //! least one of them sees the other's write.
 
+mod affinity;
+
 use crate::config::{Mode, env};
 use crate::sync::{self as model, lock_std};
+use affinity::{HomeSet, WorkerThread};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -100,18 +103,7 @@ struct Pool {
     workers: Mutex<usize>,
     /// The workers' threads, for [`nudge_off_this_cpu`]: recorded by the thread
     /// that starts each, so that a worker not yet running can be moved too.
-    #[cfg(target_os = "linux")]
     threads: Mutex<Vec<WorkerThread>>,
-}
-
-/// A worker's thread, as the nudges see it.
-#[cfg(target_os = "linux")]
-struct WorkerThread {
-    thread: libc::pthread_t,
-    /// Whether the worker has not run since it was started or last parked (set by
-    /// its starter and before it parks, cleared when it runs): the workers that a
-    /// start or a wake-up may have queued behind a busy thread.
-    waiting: Arc<AtomicBool>,
 }
 
 fn pool() -> &'static Pool {
@@ -125,20 +117,22 @@ fn pool() -> &'static Pool {
         sleep_lock: Mutex::new(()),
         wake: Condvar::new(),
         workers: Mutex::new(0),
-        #[cfg(target_os = "linux")]
         threads: Mutex::new(Vec::new()),
     })
 }
 
 /// Makes sure at least `n` workers exist.
 pub(crate) fn ensure_workers(n: usize) {
-    spawn_workers(n, 0);
+    spawn_workers(n, 0, HomeSet::of_this_thread());
 }
 
 /// Spawns workers until `n` exist; the first one spawned, if any, goes on to spawn
 /// workers until `then` exist before it looks for work (so that the calling thread
-/// pays for one thread start, not for all of them).
-fn spawn_workers(n: usize, then: usize) {
+/// pays for one thread start, not for all of them). Each new worker takes the CPU
+/// set `home` (that of the program's thread that asked for workers) as it starts:
+/// one started by a worker while a nudge had that worker narrowed would otherwise
+/// keep the narrowed set for good.
+fn spawn_workers(n: usize, then: usize, home: HomeSet) {
     let p = pool();
     let mut count = lock_std(&p.workers);
     let started = *count;
@@ -150,9 +144,10 @@ fn spawn_workers(n: usize, then: usize) {
         let spawned = std::thread::Builder::new()
             .name(format!("tls-worker-{id}"))
             .spawn(move || {
+                home.apply_to_this_thread();
                 running.store(false, Ordering::Relaxed);
                 if then > 0 {
-                    spawn_workers(then, 0);
+                    spawn_workers(then, 0, home);
                 }
                 if id == 0 {
                     // The first worker starts the process's zombie watchdog (after
@@ -173,18 +168,14 @@ fn spawn_workers(n: usize, then: usize) {
                 break;
             }
         };
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::thread::JoinHandleExt;
-            // The handle is dropped (the worker is detached); its pthread_t stays
-            // valid while the thread runs, and a worker runs until the process ends.
-            lock_std(&p.threads).push(WorkerThread {
-                thread: handle.as_pthread_t(),
-                waiting,
-            });
-        }
-        #[cfg(not(target_os = "linux"))]
-        drop(waiting);
+        // The handle is dropped (the worker is detached); its pthread_t stays
+        // valid while the thread runs, and a worker runs until the process ends.
+        lock_std(&p.threads).push(WorkerThread {
+            home,
+            #[cfg(target_os = "linux")]
+            thread: std::os::unix::thread::JoinHandleExt::as_pthread_t(&handle),
+            waiting,
+        });
         drop(handle);
         *count += 1;
     }
@@ -221,7 +212,7 @@ pub(crate) fn prestart() {
     let e = env();
     let wanted = e.threads.saturating_sub(1);
     if e.mode == Mode::Parallel && wanted > 0 {
-        spawn_workers(1, wanted);
+        spawn_workers(1, wanted, HomeSet::of_this_thread());
     }
 }
 
@@ -304,7 +295,7 @@ impl Drop for Published<'_> {
 /// it back). Nothing happens where the set has no other CPU (a process pinned to
 /// one CPU) or where the calls fail.
 pub(crate) fn nudge_off_this_cpu() {
-    nudge(false);
+    affinity::nudge(&lock_std(&pool().threads), false);
 }
 
 /// [`nudge_off_this_cpu`] for the workers that have not run since they were
@@ -312,63 +303,8 @@ pub(crate) fn nudge_off_this_cpu() {
 /// workers were spinning, so that a loop started while they are awake makes no
 /// system call).
 fn nudge_waiting_off_this_cpu() {
-    nudge(true);
+    affinity::nudge(&lock_std(&pool().threads), true);
 }
-
-/// Moves the workers (`only_waiting`: those that have not run since they were
-/// started or woken) queued on this thread's CPU to another CPU.
-#[cfg(target_os = "linux")]
-fn nudge(only_waiting: bool) {
-    // SAFETY: sched_getcpu has no preconditions.
-    let cpu = unsafe { libc::sched_getcpu() };
-    if cpu < 0 {
-        return;
-    }
-    let cpu = cpu as usize;
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return;
-    }
-    // Held throughout: two threads nudging at once (loops started by several
-    // client threads) must not interleave, or one could read a set the other
-    // has narrowed and give that back for good (with three CPUs or more).
-    let workers = lock_std(&pool().threads);
-    let threads = workers
-        .iter()
-        .filter(|w| !only_waiting || w.waiting.load(Ordering::Relaxed))
-        .map(|w| w.thread);
-    // SAFETY: pthread_self has no preconditions.
-    let me = unsafe { libc::pthread_self() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    for thread in threads {
-        // A worker starting or waking others does not move itself.
-        // SAFETY: pthread_equal compares two thread ids.
-        if unsafe { libc::pthread_equal(thread, me) } != 0 {
-            continue;
-        }
-        // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
-        // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
-        // `thread` is a worker's, valid while the process runs (workers never exit).
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if libc::pthread_getaffinity_np(thread, size, &mut set) != 0
-                || !libc::CPU_ISSET(cpu, &set)
-            {
-                continue;
-            }
-            let mut elsewhere = set;
-            libc::CPU_CLR(cpu, &mut elsewhere);
-            if libc::CPU_COUNT(&elsewhere) > 0
-                && libc::pthread_setaffinity_np(thread, size, &elsewhere) == 0
-            {
-                libc::pthread_setaffinity_np(thread, size, &set);
-            }
-        }
-    }
-}
-
-/// Elsewhere than Linux: nothing (see the Linux version).
-#[cfg(not(target_os = "linux"))]
-fn nudge(_only_waiting: bool) {}
 
 /// Spins a little, then yields: for short waits on other threads.
 #[inline]

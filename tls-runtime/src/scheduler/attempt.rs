@@ -2,7 +2,7 @@
 //! current segment), the checkpoint snapshots a rollback goes back to, and the commit
 //! on its own thread of an epoch that is homefree and unviolated when it ends.
 
-use super::rollback::describe_violation;
+use super::rollback::describe_rollback;
 use super::work::{Done, EpochEnd, Snapshot, Work};
 use super::{NO_STOP, Payload, Shared};
 use crate::adapt::Votes;
@@ -80,20 +80,21 @@ where
                 match attempt {
                     Attempt::Rollback => {
                         let (target, cause) = self.ring.slot(index).take_violation();
+                        if self.stop.load(Ordering::Acquire) < index {
+                            // An earlier epoch ended the loop: the squash is the
+                            // span (a "violated" one would name no violation).
+                            self.squash(&cx, &mut work, ts);
+                            return;
+                        }
                         if let (Some(name), Some(t0)) = (&self.trace, t0) {
-                            let detail = cause.map(describe_violation);
                             trace::span(
                                 SpanKind::Violated,
                                 name,
                                 index,
                                 t0,
                                 Instant::now(),
-                                detail,
+                                Some(describe_rollback(target, cause)),
                             );
-                        }
-                        if self.stop.load(Ordering::Acquire) < index {
-                            self.squash(&cx, &mut work, ts);
-                            return;
                         }
                         self.roll_back(&cx, &mut work, target, cause, ts);
                     }

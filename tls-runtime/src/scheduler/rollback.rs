@@ -7,7 +7,7 @@ use super::claim::Claim;
 use super::work::{Done, Work};
 use super::{LoopEnding, Shared};
 use crate::control::Step;
-use crate::epoch::{Cause, CurrentGuard, EpochCx, make_tag};
+use crate::epoch::{Cause, CurrentGuard, EpochCx, NOT_VIOLATED, make_tag};
 use crate::memory::undo_to;
 use crate::report::{SourceLocation, ThreadStats};
 use crate::rules::lost_enough;
@@ -142,6 +142,20 @@ where
 }
 
 /// "store file:line:col -> load file:line:col", for traces.
+/// Why an attempt rolled back to `target`, for its span in `TLS_TRACE`: the
+/// violation, or (none recorded) the epoch's own decision.
+pub(super) fn describe_rollback(target: u32, cause: Option<Cause>) -> String {
+    match cause {
+        Some(c) => describe_violation(c),
+        // Nothing asked it to roll back: it gave way to another thread holding a
+        // location it needed, while it held one itself (`memory/slot`).
+        None if target == NOT_VIOLATED => {
+            "no violation: gave way to a thread holding a location it needed".into()
+        }
+        None => "asked to roll back with no cause recorded (plain code or another loop)".into(),
+    }
+}
+
 pub(super) fn describe_violation(c: Cause) -> String {
     format!(
         "store {} -> load {}",

@@ -1,0 +1,191 @@
+//! Keeping a worker that has just been started or woken from waiting behind the
+//! thread that started or woke it (see [`super::nudge_off_this_cpu`]): narrowing
+//! the worker's CPU set to exclude that thread's CPU moves it at once; the set is
+//! then given back (which does not move it back).
+//!
+//! The program's own CPU sets are respected: a set is given back only if it is
+//! still the narrowed one (a program that pins its threads meanwhile keeps its
+//! pin), nudges never interleave (the caller holds the workers' list), and a
+//! worker takes its starter's set when it starts, whatever set it inherited.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A worker's thread, as the nudges see it.
+pub(super) struct WorkerThread {
+    #[cfg(target_os = "linux")]
+    pub(super) thread: libc::pthread_t,
+    /// The set it started with.
+    pub(super) home: HomeSet,
+    /// Whether the worker has not run since it was started or last parked (set by
+    /// its starter and before it parks, cleared when it runs): the workers that a
+    /// start or a wake-up may have queued behind a busy thread.
+    pub(super) waiting: Arc<AtomicBool>,
+}
+
+/// The CPU set a worker runs with: that of the program's thread that asked for
+/// the workers (a loop's caller, or the thread that made the first speculative
+/// container).
+#[derive(Clone, Copy)]
+pub(super) struct HomeSet {
+    #[cfg(target_os = "linux")]
+    set: Option<libc::cpu_set_t>,
+}
+
+impl HomeSet {
+    /// The calling thread's CPU set.
+    pub(super) fn of_this_thread() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a zeroed cpu_set_t is the empty set; the call fills a set of
+            // its size for the calling thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                let ok = libc::pthread_getaffinity_np(libc::pthread_self(), size, &mut set) == 0;
+                HomeSet {
+                    set: ok.then_some(set),
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        HomeSet {}
+    }
+
+    /// Gives the calling thread (a worker starting) this set.
+    pub(super) fn apply_to_this_thread(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(set) = &self.set {
+            // SAFETY: `set` is a valid cpu_set_t of the size given; a failure
+            // leaves the thread's set as it was.
+            unsafe {
+                libc::pthread_setaffinity_np(
+                    libc::pthread_self(),
+                    std::mem::size_of::<libc::cpu_set_t>(),
+                    set,
+                );
+            }
+        }
+    }
+}
+
+/// Moves the workers of `workers` (`only_waiting`: those that have not run since
+/// they were started or woken) queued on this thread's CPU to another CPU. The
+/// caller holds the workers' list throughout, so that two threads nudging at once
+/// (loops started by several client threads) never interleave: one could read a
+/// set the other had narrowed and give that back for good.
+#[cfg(target_os = "linux")]
+pub(super) fn nudge(workers: &[WorkerThread], only_waiting: bool) {
+    if !crate::config::env().move_workers {
+        return;
+    }
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if cpu < 0 || cpu as usize >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    let cpu = cpu as usize;
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    for w in workers {
+        if only_waiting && !w.waiting.load(Ordering::Relaxed) {
+            continue;
+        }
+        // A worker starting or waking others does not move itself.
+        // SAFETY: pthread_equal compares two thread ids.
+        if unsafe { libc::pthread_equal(w.thread, me) } != 0 {
+            continue;
+        }
+        // SAFETY: a cpu_set_t is plain bits (all zeros is the empty set); the calls
+        // get and set valid sets of `size` bytes, `cpu` is below CPU_SETSIZE, and
+        // `w.thread` is a worker's, valid while the process runs (workers never
+        // exit).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::pthread_getaffinity_np(w.thread, size, &mut set) != 0
+                || !libc::CPU_ISSET(cpu, &set)
+            {
+                continue;
+            }
+            // A set that is not the worker's starting one is the program's own
+            // (it pins its threads): leave it be.
+            if w.home.set.is_some_and(|home| !libc::CPU_EQUAL(&home, &set)) {
+                continue;
+            }
+            let mut elsewhere = set;
+            libc::CPU_CLR(cpu, &mut elsewhere);
+            if libc::CPU_COUNT(&elsewhere) == 0
+                || libc::pthread_setaffinity_np(w.thread, size, &elsewhere) != 0
+            {
+                continue;
+            }
+            // Given back only if nobody set it meanwhile: the program pinning its
+            // threads, or the worker taking its home set as it starts.
+            let mut now: libc::cpu_set_t = std::mem::zeroed();
+            if libc::pthread_getaffinity_np(w.thread, size, &mut now) == 0
+                && libc::CPU_EQUAL(&now, &elsewhere)
+            {
+                libc::pthread_setaffinity_np(w.thread, size, &set);
+            }
+        }
+    }
+}
+
+/// Elsewhere than Linux: nothing (see the Linux version).
+#[cfg(not(target_os = "linux"))]
+pub(super) fn nudge(_workers: &[WorkerThread], _only_waiting: bool) {}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn set_of_this_thread() -> Vec<bool> {
+        // SAFETY: a valid, zeroed cpu_set_t of its size, for the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            assert_eq!(
+                libc::pthread_getaffinity_np(libc::pthread_self(), size, &mut set),
+                0
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .map(|c| libc::CPU_ISSET(c, &set))
+                .collect()
+        }
+    }
+
+    /// A thread started by a thread whose set a nudge had narrowed inherits the
+    /// narrowed set; taking its home set as it starts gives it the program's.
+    #[test]
+    fn a_worker_started_by_a_narrowed_one_takes_its_home_set() {
+        let home = HomeSet::of_this_thread();
+        let mine = set_of_this_thread();
+        let cpus: Vec<usize> = (0..mine.len()).filter(|&c| mine[c]).collect();
+        if cpus.len() < 2 {
+            return; // nothing to narrow to
+        }
+        let child = std::thread::spawn(move || {
+            // SAFETY: a set holding one CPU this thread may use.
+            unsafe {
+                let mut one: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpus[0], &mut one);
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                assert_eq!(
+                    libc::pthread_setaffinity_np(libc::pthread_self(), size, &one),
+                    0
+                );
+            }
+            std::thread::spawn(move || {
+                let inherited = set_of_this_thread();
+                home.apply_to_this_thread();
+                (inherited, set_of_this_thread())
+            })
+            .join()
+            .unwrap()
+        });
+        let (inherited, after) = child.join().unwrap();
+        assert_ne!(inherited, mine, "the grandchild inherits the narrowed set");
+        assert_eq!(after, mine);
+    }
+}
