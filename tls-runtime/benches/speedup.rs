@@ -313,6 +313,11 @@ fn main() {
     if wanted("chain 1us") {
         chain(Duration::from_micros(1), 20000 / scale, reps);
     }
+    if wanted("chain 20ns") {
+        // Iterations far shorter than a speculative epoch's own cost: the adaptive
+        // policy must find that in-order execution is faster.
+        chain(Duration::from_nanos(20), 50000 / scale, reps);
+    }
     if wanted("chain 20us") {
         chain(Duration::from_micros(20), 1000 / scale, reps);
     }

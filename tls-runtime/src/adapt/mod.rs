@@ -12,6 +12,11 @@
 //! ([`LoopSite`]), so it carries across runs of the same loop (a transaction's items
 //! loop runs once per transaction).
 //!
+//! A window's gain is the work its epochs did over its wall time; where the site has
+//! run in order, that work is credited with at most [`window::OVERHEAD_BOUND`] times
+//! what the same iterations cost in order, so that per-epoch overhead on very short
+//! iterations does not pass for work.
+//!
 //! A window is judged on at least [`window::MIN_WINDOW`] of wall time, and only on
 //! epochs committed while it was open; the first worker to join a window the caller
 //! started alone (workers park while a site runs in order) starts it over, so a probe

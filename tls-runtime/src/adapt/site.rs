@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Re
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The fewest iterations of an in-order stretch that measure the plain loop's cost
+/// per iteration.
+const MIN_MEASURED_ITEMS: u64 = 16;
+
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
 /// Longest in-order stretch between probes. A probe of a loop that never pays costs
@@ -40,6 +44,10 @@ pub struct LoopSite {
     /// running thread writes.
     in_order: CachePadded<AtomicBool>,
     in_order_left: AtomicU64,
+    /// What an iteration took when the site last ran in order, in picoseconds (0:
+    /// never measured): the plain loop's cost, which a window of speculation is
+    /// judged against (see `Window::vote_at`).
+    in_order_ps_per_item: AtomicU64,
     pub(super) backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     pub(super) chunk: AtomicU32,
@@ -112,6 +120,7 @@ impl LoopSite {
         LoopSite {
             in_order: CachePadded::new(AtomicBool::new(false)),
             in_order_left: AtomicU64::new(0),
+            in_order_ps_per_item: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
             short_chunk: AtomicU32::new(1),
@@ -140,6 +149,27 @@ impl LoopSite {
     #[inline]
     pub(crate) fn in_order(&self) -> bool {
         self.in_order.load(Relaxed)
+    }
+
+    /// An in-order stretch ran `items` iterations in `spent`: the plain loop's cost
+    /// per iteration, as a running average (a short stretch says little: not
+    /// counted).
+    pub(crate) fn note_in_order(&self, spent: Duration, items: u64) {
+        if items < MIN_MEASURED_ITEMS {
+            return;
+        }
+        let now = (spent.as_nanos() as u64).saturating_mul(1000) / items;
+        let old = self.in_order_ps_per_item.load(Relaxed);
+        let next = if old == 0 { now } else { (old * 3 + now) / 4 };
+        self.in_order_ps_per_item.store(next.max(1), Relaxed);
+    }
+
+    /// What an iteration costs run in order, in nanoseconds, if measured.
+    pub(crate) fn in_order_per_item(&self) -> Option<f64> {
+        match self.in_order_ps_per_item.load(Relaxed) {
+            0 => None,
+            ps => Some(ps as f64 / 1000.0),
+        }
     }
 
     /// How many epochs may still run in order before speculation is probed again.

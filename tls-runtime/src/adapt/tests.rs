@@ -1,12 +1,22 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
 use super::site::{HeldBack, MAX_NAMED_SITES, MIN_BACKOFF, Verdict, site_for};
-use super::window::{MIN_WINDOW, WAIT_FOR_HELPERS};
+use super::window::{MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
 use core::panic::Location;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
+
+/// A vote's tally.
+fn tally(epochs: u32, items: u64, rolled_back: u32, useful: Duration) -> Tally {
+    Tally {
+        epochs,
+        items,
+        rolled_back,
+        useful,
+    }
+}
 
 /// Plenty of useful work: these votes are judged by rollbacks alone.
 const D: Duration = Duration::from_secs(3600);
@@ -42,7 +52,12 @@ impl Clock {
         useful: Duration,
         helper: bool,
     ) {
-        w.vote_at(site, epochs, rolled_back, useful, helper, self.0.get());
+        w.vote_at(
+            site,
+            tally(epochs, 0, rolled_back, useful),
+            helper,
+            self.0.get(),
+        );
     }
 }
 
@@ -494,4 +509,51 @@ fn a_site_that_synchronizes_a_load_runs_one_iteration_an_epoch() {
     assert!(site.synced.contains(load));
     site.tune_chunk(WINDOW, u64::from(WINDOW) * 4, 0, per_item * WINDOW * 4);
     assert_eq!(site.chunk(), 1);
+}
+
+#[test]
+fn a_window_is_credited_with_at_most_twice_the_in_order_cost_of_its_iterations() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    // The site ran in order: 1,000 iterations in 100 us, 100 ns each.
+    site.note_in_order(Duration::from_micros(100), 1000);
+    assert_eq!(site.in_order_per_item(), Some(100.0));
+    // A window of 1 ms in which both threads were busy all along (2 ms of epoch
+    // time) but committed 16 one-iteration epochs: 1.6 us of the plain loop's work.
+    // Counted by the epochs' own time it "paid" twice over; it did not.
+    let window = |items: u64| {
+        clock.open(&w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        w.vote_at(
+            &site,
+            tally(WINDOW, items / 2, 0, Duration::from_millis(1)),
+            true,
+            now,
+        );
+        w.vote_at(
+            &site,
+            tally(WINDOW, items / 2, 0, Duration::from_millis(1)),
+            false,
+            now,
+        );
+    };
+    window(16);
+    window(16);
+    assert!(site.in_order(), "overhead judged as work");
+    // Iterations worth their time are judged as before: 10,000 iterations of
+    // 100 ns in the 2 ms of work.
+    let (site, w2) = (LoopSite::new(), Window::new(2));
+    site.note_in_order(Duration::from_micros(100), 1000);
+    clock.open(&w2);
+    w2.helper_joined_at(clock.0.get());
+    clock.advance(Duration::from_millis(1));
+    let now = clock.0.get();
+    let full = tally(WINDOW, 5000, 0, Duration::from_millis(1));
+    w2.vote_at(&site, full, true, now);
+    w2.vote_at(&site, full, false, now);
+    assert!(!site.in_order());
+    // A stretch too short to measure leaves the measurement as it was.
+    site.note_in_order(Duration::from_micros(100), 4);
+    assert_eq!(site.in_order_per_item(), Some(100.0));
 }

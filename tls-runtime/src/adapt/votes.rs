@@ -2,6 +2,7 @@
 //! how many rolled back, and the useful work they took, handed to the loop run's
 //! [`Window`] (and to the site's automatic chunking) a window at a time.
 
+use super::window::Tally;
 use super::{LoopSite, WINDOW, Window};
 use crate::report::ThreadStats;
 use std::time::{Duration, Instant};
@@ -89,7 +90,13 @@ impl Votes {
             let wasted = ts.wasted.saturating_sub(self.wasted_before);
             let busy = time.saturating_sub(blocked);
             let useful = busy.saturating_sub(wasted);
-            window.vote(site, self.epochs, self.rolled_back, useful, self.helper);
+            let tally = Tally {
+                epochs: self.epochs,
+                items: self.items,
+                rolled_back: self.rolled_back,
+                useful,
+            };
+            window.vote(site, tally, self.helper);
             if self.tune_chunk {
                 site.tune_chunk(self.epochs, self.items, self.rolled_back, self.epoch_time);
             }

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 /// Speculation must estimate at least this speedup to go on; below it (a little
 /// above 1, since speculative epochs pay for tracking) in-order execution is faster.
 pub(crate) const MIN_GAIN: f64 = 1.1;
+/// How many times its in-order cost a window's iterations may be credited with
+/// (see [`Window::vote_at`]).
+pub(crate) const OVERHEAD_BOUND: f64 = 2.0;
 /// The shortest wall time a window is judged on: shorter ones measure the clock and
 /// the scheduler more than the loop.
 pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
@@ -23,6 +26,17 @@ pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
 /// the caller joins within tens of microseconds.
 pub(crate) const NUDGE_AFTER: Duration = Duration::from_micros(100);
 
+/// A participant's vote: it committed `epochs` speculative epochs of `items`
+/// iterations, `rolled_back` of which were rolled back at least once, spending
+/// `useful` on work that committed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tally {
+    pub(crate) epochs: u32,
+    pub(crate) items: u64,
+    pub(crate) rolled_back: u32,
+    pub(crate) useful: Duration,
+}
+
 /// One loop run's window of speculative epochs, filled by its participants' votes
 /// (each hands over a few epochs at a time, so that commits do not all write one
 /// shared line) and judged when full.
@@ -34,6 +48,8 @@ pub(crate) struct Window {
     pub(super) epochs: AtomicU32,
     rolled_back: AtomicU32,
     pub(super) useful_ns: AtomicU64,
+    /// Iterations the window's epochs committed.
+    items: AtomicU64,
     /// Votes from threads other than the loop's caller in this window, or 1 from a
     /// worker's arrival (see [`Window::helper_joined_at`]).
     helpers: AtomicU32,
@@ -54,6 +70,7 @@ impl Window {
             epochs: AtomicU32::new(0),
             rolled_back: AtomicU32::new(0),
             useful_ns: AtomicU64::new(0),
+            items: AtomicU64::new(0),
             helpers: AtomicU32::new(0),
             nudged: AtomicBool::new(false),
             joined: AtomicBool::new(false),
@@ -80,6 +97,7 @@ impl Window {
         self.epochs.store(0, Relaxed);
         self.rolled_back.store(0, Relaxed);
         self.useful_ns.store(0, Relaxed);
+        self.items.store(0, Relaxed);
         self.helpers.store(0, Relaxed);
         *lock(&self.start) = now;
         self.generation.fetch_add(1, Relaxed);
@@ -110,36 +128,27 @@ impl Window {
         }
     }
 
-    /// A participant (`helper`: not the loop's caller) committed `epochs`
-    /// speculative epochs, `rolled_back` of which were rolled back at least once,
-    /// spending `useful` on work that committed. Once the window is full, speculation
-    /// is judged not to pay when most epochs rolled back, or when the useful work of
-    /// all threads adds up to less than [`MIN_GAIN`] times the window's wall time (a
-    /// dependence that forwarding hides from the rollback count still serializes the
-    /// epochs), or when no worker helped at all.
-    pub(crate) fn vote(
-        &self,
-        site: &LoopSite,
-        epochs: u32,
-        rolled_back: u32,
-        useful: Duration,
-        helper: bool,
-    ) {
-        self.vote_at(site, epochs, rolled_back, useful, helper, Instant::now());
+    /// A participant (`helper`: not the loop's caller) handed over its tally (see
+    /// [`Tally`]). Once the window is full, speculation is judged not to pay when
+    /// most epochs rolled back, or when the useful work of all threads adds up to
+    /// less than [`MIN_GAIN`] times the window's wall time (a dependence that
+    /// forwarding hides from the rollback count still serializes the epochs), or
+    /// when no worker helped at all.
+    pub(crate) fn vote(&self, site: &LoopSite, tally: Tally, helper: bool) {
+        self.vote_at(site, tally, helper, Instant::now());
     }
 
     /// [`Window::vote`] at time `now` (the tests replay windows on a clock of their
     /// own).
-    pub(super) fn vote_at(
-        &self,
-        site: &LoopSite,
-        epochs: u32,
-        rolled_back: u32,
-        useful: Duration,
-        helper: bool,
-        now: Instant,
-    ) {
+    pub(super) fn vote_at(&self, site: &LoopSite, tally: Tally, helper: bool, now: Instant) {
+        let Tally {
+            epochs,
+            items,
+            rolled_back,
+            useful,
+        } = tally;
         let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
+        let items = self.items.fetch_add(items, Relaxed) + items;
         let bad = self.rolled_back.fetch_add(rolled_back, Relaxed) + rolled_back;
         let useful_ns = useful.as_nanos() as u64;
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
@@ -166,8 +175,24 @@ impl Window {
         }
         let wall = wall.as_nanos() as f64;
         self.open_at(now);
+        // The epochs' own time counts what speculation adds to each iteration
+        // (tracking, claiming, committing) as work. Where the site has run in
+        // order, the window's iterations are worth at most OVERHEAD_BOUND times
+        // what they cost there: a dependence chain of iterations of tens of
+        // nanoseconds, one iteration an epoch while its load is synchronized, kept
+        // two threads "busy" on that overhead and speculated at a thirtieth of the
+        // plain loop's speed. (Not the in-order cost itself: the iterations a window
+        // counts are those of its committed epochs, while its work includes epochs
+        // still in flight at its edges, a quarter more in a window of 8 epochs a
+        // thread; and two threads run each iteration slower than one does.)
+        let mut useful = useful as f64;
+        if let Some(per_item) = site.in_order_per_item()
+            && items > 0
+        {
+            useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
+        }
         let gain = if wall > 0.0 {
-            useful as f64 / wall
+            useful / wall
         } else {
             f64::INFINITY
         };

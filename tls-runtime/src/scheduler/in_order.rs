@@ -78,6 +78,7 @@ where
         if !ended {
             self.watermark.store(c.next, Ordering::Release);
         }
+        self.site.note_in_order(t0.elapsed(), n);
         let cause = self.site.held_back();
         if self.site.ran_in_order(n) {
             // Speculation resumes: a new window, and the workers back.
