@@ -123,22 +123,25 @@ fn pool() -> &'static Pool {
 
 /// Makes sure at least `n` workers exist.
 pub(crate) fn ensure_workers(n: usize) {
-    spawn_workers(n, 0, HomeSet::of_this_thread());
+    spawn_workers(n, 0, None);
 }
 
 /// Spawns workers until `n` exist; the first one spawned, if any, goes on to spawn
 /// workers until `then` exist before it looks for work (so that the calling thread
 /// pays for one thread start, not for all of them). Each new worker takes the CPU
-/// set `home` (that of the program's thread that asked for workers) as it starts:
+/// set `home` (that of the program's thread that asked for workers; `None`: this
+/// thread's, read only if a worker is to start, since every loop calls this) as it
+/// starts:
 /// one started by a worker while a nudge had that worker narrowed would otherwise
 /// keep the narrowed set for good.
-fn spawn_workers(n: usize, then: usize, home: HomeSet) {
+fn spawn_workers(n: usize, then: usize, mut home: Option<HomeSet>) {
     let p = pool();
     let mut count = lock_std(&p.workers);
     let started = *count;
     while *count < n {
         let id = *count;
         let then = if id + 1 == n { then } else { 0 };
+        let home = *home.get_or_insert_with(HomeSet::of_this_thread);
         let waiting = Arc::new(AtomicBool::new(true));
         let running = Arc::clone(&waiting);
         let spawned = std::thread::Builder::new()
@@ -147,7 +150,7 @@ fn spawn_workers(n: usize, then: usize, home: HomeSet) {
                 home.apply_to_this_thread();
                 running.store(false, Ordering::Relaxed);
                 if then > 0 {
-                    spawn_workers(then, 0, home);
+                    spawn_workers(then, 0, Some(home));
                 }
                 if id == 0 {
                     // The first worker starts the process's zombie watchdog (after
@@ -212,7 +215,7 @@ pub(crate) fn prestart() {
     let e = env();
     let wanted = e.threads.saturating_sub(1);
     if e.mode == Mode::Parallel && wanted > 0 {
-        spawn_workers(1, wanted, HomeSet::of_this_thread());
+        spawn_workers(1, wanted, None);
     }
 }
 

@@ -103,6 +103,11 @@ impl Window {
         self.generation.fetch_add(1, Relaxed);
     }
 
+    /// Whether a worker has entered this run.
+    pub(crate) fn joined(&self) -> bool {
+        self.joined.load(Relaxed)
+    }
+
     /// A worker entered the loop run (see [`Window::helper_joined_at`]).
     pub(crate) fn helper_joined(&self) {
         self.helper_joined_at(Instant::now());

@@ -135,7 +135,6 @@ where
         stats: Mutex::new(ThreadStats::default()),
         inside: Occupancy::new(),
         claimable: AtomicBool::new(true),
-        joined: AtomicBool::new(false),
         trace,
         start,
         step,
@@ -180,8 +179,6 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     stats: Mutex<ThreadStats>,
     inside: Occupancy,
     claimable: AtomicBool,
-    /// A worker has entered this run.
-    joined: AtomicBool,
     /// The loop's name, when `TLS_TRACE` records a timeline.
     trace: Option<Arc<str>>,
     start: &'a St,
@@ -210,16 +207,13 @@ where
             // been in: then the stretch began while one was there, but did not get
             // to commit, and cutting it would only repeat the window that did not
             // pay.
-            if !self.joined.load(Ordering::Relaxed) {
+            if !self.window.joined() {
                 self.site.worker_arrived();
             }
             return false;
         }
         if !self.inside.try_enter(self.workers_wanted) {
             return false;
-        }
-        if !self.joined.load(Ordering::Relaxed) {
-            self.joined.store(true, Ordering::Relaxed);
         }
         self.window.helper_joined();
         true
