@@ -6,7 +6,11 @@
 //! process): the same engine switches between `sequential` and `tls` every
 //! `BATCH` transactions, the order of the two swapped each round, and each mode's
 //! latencies are pooled over all rounds. Printed: p50 per transaction type and mode,
-//! and the ratio of each mode to the first (tls / sequential by default).
+//! and the ratio of each mode to the first (tls / sequential by default); then the
+//! same for the transactions' loops alone (New Order's items, Delivery's districts,
+//! Stock Level's items, timed from lending the transaction to the loop's threads to
+//! getting it back), with each loop's share of its transaction's p50 in the first
+//! mode: the part that more threads can shorten.
 //! `MODES=sequential,tls,by-hand` alternates those modes (`by-hand`: the loops split
 //! between threads by hand, the reference point for `tls`); `TLS_THREADS` sets the threads per
 //! loop as everywhere; `ROUNDS` and `BATCH` the amount of work; `ONLY=sequential` or
@@ -78,6 +82,9 @@ fn main() -> Result<()> {
     let only = std::env::var("ONLY").ok();
     let reports = std::env::var_os("REPORTS").map(std::path::PathBuf::from);
     let mut pooled: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
+    // Per mode and transaction kind: the wall time of the transaction's loop.
+    let mut loop_ns: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
+    engine.record_loop_times(true);
     let mut loops: Vec<LoopSum> = modes.iter().map(|_| LoopSum::default()).collect();
     for round in 0..rounds {
         for k in 0..modes.len() {
@@ -104,6 +111,9 @@ fn main() -> Result<()> {
             })?;
             for (all, these) in pooled[m].iter_mut().zip(r.latencies) {
                 all.extend(these);
+            }
+            for (kind, ns) in engine.take_loop_times() {
+                loop_ns[m][kind.index()].push(ns);
             }
         }
     }
@@ -134,6 +144,32 @@ fn main() -> Result<()> {
         let n = pooled.iter().map(|p| p[i].len()).max().unwrap_or(0);
         let p50: Vec<f64> = pooled.iter_mut().map(|p| p50_us(&mut p[i])).collect();
         let mut line = format!("{:<14} {n:>8}", kind.name());
+        for t in &p50 {
+            line += &format!(" {t:>14.1}");
+        }
+        for t in &p50[1..] {
+            line += &format!(" {:>16.2}", t / p50[0]);
+        }
+        println!("{line}");
+    }
+    // The loops alone: what a thread count can shorten, and (loop / transaction in
+    // the first mode) how much of the transaction that is.
+    let mut header = format!("{:<14} {:>8}", "loop", "share");
+    for m in &modes {
+        header += &format!(" {:>14}", format!("{} p50 us", m.label));
+    }
+    for m in &modes[1..] {
+        header += &format!(" {:>16}", format!("{}/{}", m.label, base.label));
+    }
+    println!("{header}");
+    for kind in TxnKind::ALL {
+        let i = kind.index();
+        if loop_ns.iter().all(|l| l[i].is_empty()) {
+            continue;
+        }
+        let p50: Vec<f64> = loop_ns.iter_mut().map(|l| p50_us(&mut l[i])).collect();
+        let share = p50[0] / p50_us(&mut pooled[0][i]);
+        let mut line = format!("{:<14} {share:>8.2}", kind.name());
         for t in &p50 {
             line += &format!(" {t:>14.1}");
         }

@@ -16,9 +16,12 @@
 //! | `journey` | the earlier forms of mode `tls` that the book's journey runs (`TPCC_JOURNEY`) |
 //! | `summary` | the whole-database aggregates for the consistency checks |
 
+use std::time::Instant;
+
 use anyhow::Result;
 
 use super::api::Mode;
+use crate::workload::TxnKind;
 use journey::Journey;
 
 mod by_hand;
@@ -157,6 +160,9 @@ struct Bufs {
     ids: Vec<u32>,
     text: String,
     c_data: String,
+    /// When recording ([`KvEngine::record_loop_times`]): the wall time of each
+    /// transaction's loop, as its mode runs it.
+    loop_ns: Option<Vec<(TxnKind, u64)>>,
 }
 
 impl Bufs {
@@ -172,6 +178,19 @@ impl Bufs {
             ids: Vec::with_capacity(64),
             text: String::with_capacity(64),
             c_data: String::with_capacity(512),
+            loop_ns: None,
+        }
+    }
+
+    /// The start of a transaction's loop, if loop times are recorded.
+    fn loop_start(&self) -> Option<Instant> {
+        self.loop_ns.as_ref().map(|_| Instant::now())
+    }
+
+    /// Records the wall time of a `kind` loop begun at `start`.
+    fn loop_end(&mut self, kind: TxnKind, start: Option<Instant>) {
+        if let (Some(times), Some(start)) = (&mut self.loop_ns, start) {
+            times.push((kind, start.elapsed().as_nanos() as u64));
         }
     }
 }
@@ -211,6 +230,25 @@ impl<S: KvStore> KvEngine<S> {
     /// [`journey`]); the default is the shipped form.
     pub fn set_journey(&mut self, journey: Journey) {
         self.bufs.journey = journey;
+    }
+
+    /// Starts (or stops) recording the wall time of every transaction's loop (New
+    /// Order's items, Delivery's districts, Stock Level's items), from the moment the
+    /// transaction is lent to the loop's threads to the moment it is given back, so
+    /// that a benchmark can set the loop apart from the rest of its transaction (the
+    /// part no thread count shortens).
+    pub fn record_loop_times(&mut self, on: bool) {
+        self.bufs.loop_ns = on.then(Vec::new);
+    }
+
+    /// The loop times recorded since the last call, per transaction kind, in
+    /// nanoseconds (see [`KvEngine::record_loop_times`]).
+    pub fn take_loop_times(&mut self) -> Vec<(TxnKind, u64)> {
+        self.bufs
+            .loop_ns
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Another engine over a second handle to the same store (see

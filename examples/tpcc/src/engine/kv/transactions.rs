@@ -16,7 +16,7 @@ use crate::schema::{DISTRICTS, Meta, Order};
 use crate::workload::{
     CustomerSelector, DeliveryInput, DeliveryOutput, NewOrderInput, NewOrderOutput, OrderLineInput,
     OrderStatusInput, OrderStatusOutput, PaymentInput, PaymentOutput, StockLevelInput,
-    StockLevelOutput, bad_credit_data, middle_of, new_order_total, new_stock_quantity,
+    StockLevelOutput, TxnKind, bad_credit_data, middle_of, new_order_total, new_stock_quantity,
 };
 
 /// What the stock part of a New Order line hands to its order-line insert.
@@ -134,6 +134,7 @@ impl Bufs {
         )?;
         tx.insert(Table::NewOrder, &codec::new_order_key(w, d, o_id), &[])?;
 
+        let start = self.loop_start();
         // ANCHOR: new_order_call
         let lines = match self.loops {
             Mode::Tls => with_spec_rows(
@@ -154,6 +155,7 @@ impl Bufs {
             _ => self.new_order_items(tx, input, o_id)?,
         };
         // ANCHOR_END: new_order_call
+        self.loop_end(TxnKind::NewOrder, start);
         let Some((sum_amount, brand_lines)) = lines else {
             // The unused item id: the spec's 1% of New Orders that roll back.
             return Ok(Decision::Abort(NewOrderOutput {
@@ -406,6 +408,7 @@ impl Bufs {
         tx: &mut T,
         input: &DeliveryInput,
     ) -> Result<DeliveryOutput> {
+        let start = self.loop_start();
         let delivered = if self.loops == Mode::ByHand {
             by_hand::deliver_districts(&tx.share(), input, self.parts())?
         } else if self.loops == Mode::Tls {
@@ -432,6 +435,7 @@ impl Bufs {
             }
             delivered
         };
+        self.loop_end(TxnKind::Delivery, start);
         Ok(DeliveryOutput { delivered })
     }
 
@@ -513,6 +517,7 @@ impl Bufs {
         )?;
         self.ids.sort_unstable();
         self.ids.dedup();
+        let start = self.loop_start();
         let low_stock = if self.loops == Mode::ByHand {
             by_hand::low_stock(&tx.share(), &self.ids, input, self.parts())?
         } else if self.loops == Mode::Tls {
@@ -522,6 +527,7 @@ impl Bufs {
         } else {
             low_stock_in_order(tx, &self.ids, input, &mut self.row2)?
         };
+        self.loop_end(TxnKind::StockLevel, start);
         Ok(StockLevelOutput { low_stock })
     }
 }
