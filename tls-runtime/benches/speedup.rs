@@ -95,6 +95,61 @@ fn no_conflict(
     );
 }
 
+/// Many short runs of one loop, as a transaction's loop of a few items runs once per
+/// transaction: `runs` runs of `items` iterations each, back to back. What counts here
+/// is how evenly a run's few epochs fall on the threads, and what starting and ending
+/// a run costs.
+fn short_runs(
+    per_item: Duration,
+    items: usize,
+    runs: usize,
+    reps: usize,
+    pool: &rayon::ThreadPool,
+) {
+    let iters = calibrate(per_item);
+    let out = SpecVec::from(vec![0u64; items]);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let t = measure(
+        reps,
+        &mut [
+            &mut || {
+                for r in 0..runs {
+                    for i in 0..items {
+                        out.set(i, work(iters, (r + i) as u64));
+                    }
+                }
+            },
+            &mut || {
+                for r in 0..runs {
+                    Loop::new()
+                        .threads(threads())
+                        .site(site)
+                        .run(0..items, |i| {
+                            out.set(i, work(iters, (r + i) as u64));
+                            Control::<()>::Continue
+                        });
+                }
+            },
+            &mut || {
+                pool.install(|| {
+                    for r in 0..runs {
+                        (0..items)
+                            .into_par_iter()
+                            .for_each(|i| out.set(i, work(iters, (r + i) as u64)))
+                    }
+                })
+            },
+        ],
+    );
+    let tls = t[0].as_secs_f64() / t[1].as_secs_f64();
+    let ray = t[0].as_secs_f64() / t[2].as_secs_f64();
+    println!(
+        "short runs, {items} iterations of {:.1}us, {runs} runs: tls {tls:.2}x  rayon {ray:.2}x  (tls/rayon {:.2})",
+        per_item.as_secs_f64() * 1e6,
+        tls / ray
+    );
+}
+
 fn chain(per_epoch: Duration, epochs: usize, reps: usize) {
     let iters = calibrate(per_epoch);
     let acc = Spec::new(1u64);
@@ -309,6 +364,9 @@ fn main() {
     }
     if wanted("no-conflict 1us") {
         no_conflict("1us", Duration::from_micros(1), 20000 / scale, reps, &pool);
+    }
+    if wanted("short runs") {
+        short_runs(Duration::from_nanos(2500), 10, 2000 / scale, reps, &pool);
     }
     if wanted("chain 1us") {
         chain(Duration::from_micros(1), 20000 / scale, reps);

@@ -51,6 +51,35 @@ pub(crate) fn run_chunk(chosen: usize, short: usize, items: usize, threads: usiz
     chosen.min(even.max(short)).max(1)
 }
 
+/// The iterations epoch `epoch` of a run of `items` iterations (its iterator's lower
+/// size bound; 0 when unknown) takes under automatic chunking with chunk `chunk` on
+/// `threads` threads: the run is cut into a multiple of `threads` epochs of at most
+/// `chunk` iterations, their lengths within one iteration of each other, the longer
+/// ones first, so that every thread gets the same share. Without this, a short run
+/// ends unevenly: 10 iterations of 2.6 us in epochs of 3 on two threads (3, 3, 3, 1)
+/// left one thread 6 iterations and the other 4, and the run took 0.70 of the plain
+/// loop's time; as 3, 3, 2, 2 it takes about 0.60 (the ideal, with the 1.7 us a
+/// spinning worker takes to join, is 0.57). Epochs past the plan (the bound was
+/// low) take `chunk`.
+#[inline]
+pub(crate) fn planned_chunk(chunk: usize, items: usize, threads: usize, epoch: u64) -> usize {
+    let chunk = chunk.max(1);
+    if items == 0 {
+        return chunk;
+    }
+    let epochs = items.div_ceil(chunk).div_ceil(threads.max(1)) * threads.max(1);
+    if epoch >= epochs as u64 {
+        return chunk;
+    }
+    let (short, longer) = (items / epochs, items % epochs);
+    let size = if epoch < longer as u64 {
+        short + 1
+    } else {
+        short
+    };
+    size.clamp(1, chunk)
+}
+
 /// The most iterations automatic chunking puts in one epoch.
 pub(crate) const MAX_CHUNK: u32 = 256;
 

@@ -269,7 +269,7 @@ fn chunks_add_up_durations_and_shift_events() {
             )
         })
         .collect();
-    let c = chunked(&items, 2);
+    let c = chunked(&items, 2, None);
     assert_eq!(c.len(), 3);
     assert_eq!(c[0].dur, 200.0);
     assert_eq!(c[2].dur, 100.0);

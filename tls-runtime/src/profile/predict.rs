@@ -8,7 +8,7 @@ use super::calibration::{Costs, costs};
 use super::model::{IN_ORDER_RATIO, SimDependence, Simulated, Site, simulate, simulate_replay};
 use super::recorder::{EpochProfile, Event};
 use crate::adapt::{SYNC_AFTER, SYNC_DENSITY};
-use crate::rules::{MAX_CHUNK, halve_chunk, run_chunk, target_epoch};
+use crate::rules::{MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch};
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 use std::borrow::Cow;
@@ -18,30 +18,41 @@ use std::time::Duration;
 /// Replays per prediction (see [`simulate_varied`]).
 const REPLAYS: usize = 6;
 
-/// The epochs the runtime would run for `items` grouped `chunk` at a time: durations
-/// add up, events keep their order and move by the time of the items before them.
-pub(super) fn chunked(items: &[EpochProfile], chunk: usize) -> Cow<'_, [EpochProfile]> {
+/// The epochs the runtime would run for `items` grouped `chunk` at a time, or with
+/// `balanced` threads, at most `chunk` at a time evened out as automatic chunking
+/// does ([`planned_chunk`]): durations add up, events keep their order and move by
+/// the time of the items before them.
+pub(super) fn chunked(
+    items: &[EpochProfile],
+    chunk: usize,
+    balanced: Option<usize>,
+) -> Cow<'_, [EpochProfile]> {
     if chunk <= 1 {
         // One iteration per epoch: the recorded epochs as they are, not a copy of
         // every event for each core count predicted.
         return Cow::Borrowed(items);
     }
-    let epochs: Vec<EpochProfile> = items
-        .chunks(chunk)
-        .map(|group| {
-            let mut epoch = EpochProfile::default();
-            for item in group {
-                let offset = epoch.dur;
-                epoch.events.extend(item.events.iter().map(|ev| Event {
-                    at: ev.at + offset,
-                    ..*ev
-                }));
-                epoch.dur += item.dur;
-                epoch.commit_work += item.commit_work;
-            }
-            epoch
-        })
-        .collect();
+    let mut epochs = Vec::new();
+    let mut rest = items;
+    while !rest.is_empty() {
+        let size = match balanced {
+            Some(threads) => planned_chunk(chunk, items.len(), threads, epochs.len() as u64),
+            None => chunk,
+        };
+        let (group, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        let mut epoch = EpochProfile::default();
+        for item in group {
+            let offset = epoch.dur;
+            epoch.events.extend(item.events.iter().map(|ev| Event {
+                at: ev.at + offset,
+                ..*ev
+            }));
+            epoch.dur += item.dur;
+            epoch.commit_work += item.commit_work;
+        }
+        epochs.push(epoch);
+    }
     Cow::Owned(epochs)
 }
 
@@ -65,8 +76,10 @@ pub(super) fn predict_chunked(
     };
     let auto = |quiet: bool| run_chunk(for_target(quiet), for_target(false), items.len(), threads);
     let mut c = chunk.unwrap_or_else(|| auto(false));
+    // An automatic chunk is evened out over the run, as the runtime does.
+    let balanced = chunk.is_none().then_some(threads);
     loop {
-        let epochs = chunked(items, c);
+        let epochs = chunked(items, c, balanced);
         // The chunk is chosen on the recorded lengths alone; the varied replays only
         // refine the prediction for the chunk chosen, and only where a dependence
         // makes timing matter (without one, replays differ by their lengths alone).
@@ -80,7 +93,7 @@ pub(super) fn predict_chunked(
             // target, and keeps them there while none is violated.
             let quiet = auto(true);
             if chunk.is_none() && quiet > c {
-                let longer = simulate(&chunked(items, quiet), threads, costs);
+                let longer = simulate(&chunked(items, quiet, balanced), threads, costs);
                 if longer.deps.is_empty() {
                     return longer;
                 }
@@ -95,7 +108,7 @@ pub(super) fn predict_chunked(
         // violations, one iteration an epoch unless the loop sets its chunk; the
         // dependences stay as found (the report names them, with their advice).
         let single = match chunk {
-            None => chunked(items, 1),
+            None => chunked(items, 1, None),
             Some(_) => epochs.clone(),
         };
         let with = simulate_replay(&single, threads, costs, 0, &synced);

@@ -6,6 +6,7 @@ use super::{NO_STOP, Payload, Shared};
 use crate::control::Step;
 use crate::epoch::{Logs, make_tag};
 use crate::report::ThreadStats;
+use crate::rules::planned_chunk;
 use crate::sync::lock;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
@@ -75,9 +76,12 @@ where
             self.run_stretch_in_order(&mut c, ts);
             return Claimed::RanInOrder;
         }
+        // A chunk the loop set is kept as set; an automatic one is evened out over
+        // a run of known length.
         let chunk = self.chunk.unwrap_or_else(|| {
-            self.site
-                .chunk_for_run(self.run_items, self.workers_wanted + 1)
+            let threads = self.workers_wanted + 1;
+            let chunk = self.site.chunk_for_run(self.run_items, threads);
+            planned_chunk(chunk, self.sized_items, threads, c.next)
         });
         let mut items = Vec::with_capacity(chunk);
         while items.len() < chunk {

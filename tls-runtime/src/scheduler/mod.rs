@@ -109,7 +109,8 @@ where
 {
     let window = threads * EPOCHS_PER_THREAD;
     let ring = EpochRing::new(window).synchronizing(&site.synced);
-    let run_items = site.run_length(iter.size_hint().0);
+    let sized_items = iter.size_hint().0;
+    let run_items = site.run_length(sized_items);
     let live = LiveLoop::start();
     let done = (0..ring.len())
         .map(|_| CachePadded::new(Mutex::new(None)))
@@ -119,6 +120,7 @@ where
         workers_wanted: threads - 1,
         chunk,
         run_items,
+        sized_items,
         site,
         window: Window::new(threads),
         watermark: CachePadded::new(AtomicU64::new(0)),
@@ -168,6 +170,9 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     /// The run's length as automatic chunking assumes it (`LoopSite::run_length`;
     /// 0: unknown).
     run_items: usize,
+    /// The run's length as its iterator gives it (its lower size bound; 0: unknown),
+    /// which automatic chunking evens its epochs out over (`rules::planned_chunk`).
+    sized_items: usize,
     site: &'static LoopSite,
     window: Window,
     watermark: CachePadded<AtomicU64>,
