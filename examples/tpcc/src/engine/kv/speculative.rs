@@ -42,7 +42,7 @@ pub(super) fn new_order_items<S: SharedKv>(
     let mut sum_amount = 0i64;
     let mut brand_lines = 0u8;
     for (n, l) in input.lines().iter().enumerate() {
-        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        let (mut tx, mut b) = (rows, Bufs::for_epoch(Mode::Tls));
         let Some((amount, brand)) = b.new_order_line(&mut tx, input, o_id, n, l)? else {
             return Ok(None);
         };
@@ -66,12 +66,12 @@ pub(super) fn new_order_items_checkpointed<S: SharedKv>(
     let mut sum_amount = 0i64;
     let mut brand_lines = 0u8;
     for (n, l) in input.lines().iter().enumerate() {
-        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        let (mut tx, mut b) = (rows, Bufs::for_epoch(Mode::Tls));
         let Some(line) = b.new_order_stock(&mut tx, input, l)? else {
             return Ok(None);
         };
         checkpoint!();
-        let (mut tx2, mut b2) = (rows, Bufs::new(Mode::Tls));
+        let (mut tx2, mut b2) = (rows, Bufs::for_epoch(Mode::Tls));
         b2.insert_order_line(&mut tx2, input, o_id, n, l, &line)?;
         sum_amount += line.amount;
         brand_lines += line.brand;
@@ -90,7 +90,7 @@ pub(super) fn deliver_districts<S: SharedKv>(
 ) -> Result<u8> {
     let mut delivered = 0u8;
     for d in 1..=DISTRICTS {
-        let (mut tx, mut b) = (rows, Bufs::new(Mode::Tls));
+        let (mut tx, mut b) = (rows, Bufs::for_epoch(Mode::Tls));
         if b.deliver_district(&mut tx, input, d)? {
             delivered += 1;
         }
