@@ -9,9 +9,11 @@ use crate::control::{Control, LoopOutcome, Step, run_iteration};
 use crate::loop_builder::Loop;
 use crate::profile;
 use crate::report::{RunMode, ThreadStats};
-use crate::sink::set_last;
+use crate::sink::{self, set_last};
+use crate::trace::{self, SpanKind};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
 use std::time::Instant;
 
 impl Loop {
@@ -87,12 +89,25 @@ impl Loop {
             return ended.unwrap_or_else(|p| resume_unwind(p));
         }
         if threads <= 1 || env().mode == Mode::Sequential {
+            if trace::enabled() {
+                // The timeline's zero, if this is its first span.
+                trace::base();
+            }
             let t0 = Instant::now();
             let ran = Cell::new(0);
             let ended = catch_unwind(AssertUnwindSafe(|| {
                 run_sequentially(items, &start, &step, &ran)
             }));
             let (wall, epochs) = (t0.elapsed(), ran.get());
+            if trace::enabled() {
+                // On one thread the whole run is one stretch in order: the timeline
+                // still shows each run of the loop (and is written at all).
+                let name: Arc<str> = self.display_name().into();
+                let detail = format!("{epochs} iterations from epoch 0, on one thread");
+                trace::span(SpanKind::InOrder, &name, 0, t0, t0 + wall, Some(detail));
+                trace::flush_thread();
+                sink::ensure_written_at_exit();
+            }
             let stats = ThreadStats {
                 epochs,
                 items: epochs,
