@@ -50,11 +50,17 @@ impl Loop {
         Sp: Fn(S) -> Step<S, R> + Sync,
     {
         let threads = self.threads.unwrap_or_else(|| env().threads);
-        if crate::epoch::current().is_some() || crate::escape::inside_escape() {
+        if crate::epoch::current().is_some()
+            || crate::escape::inside_escape()
+            || inside_in_order_body()
+        {
             // Nested inside an epoch: run in order, as part of the enclosing epoch.
             // Inside an escaped call: in order too, since the escape's lock is held
             // by this thread and epochs on workers calling the same escaped function
-            // would wait for it.
+            // would wait for it. Inside an iteration that an enclosing loop runs in
+            // order (on one thread, or in an in-order stretch): the same as inside
+            // its epoch, so that a nested loop is part of its iteration whatever
+            // the thread count (no report of its own, no loop of its own).
             return run_sequentially(items, &start, &step, &Cell::new(0));
         }
         // A top-level loop: its items iterator must not touch speculative data.
@@ -96,7 +102,7 @@ impl Loop {
             let t0 = Instant::now();
             let ran = Cell::new(0);
             let ended = catch_unwind(AssertUnwindSafe(|| {
-                run_sequentially(items, &start, &step, &ran)
+                in_order_body(|| run_sequentially(items, &start, &step, &ran))
             }));
             let (wall, epochs) = (t0.elapsed(), ran.get());
             if trace::enabled() {
@@ -158,6 +164,32 @@ pub fn poll() {
     if let Some(cx) = crate::epoch::current() {
         cx.check_violation();
     }
+}
+
+thread_local! {
+    /// Loop iterations this thread is running in order outside any epoch: a loop run
+    /// on one thread, or an in-order stretch of the adaptive fallback.
+    static IN_ORDER_BODY: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread is inside an iteration that a loop runs in order, outside any
+/// epoch (a loop started there is part of that iteration).
+fn inside_in_order_body() -> bool {
+    IN_ORDER_BODY.with(Cell::get) > 0
+}
+
+/// Runs `f`, iterations of a loop run in order outside any epoch, marked as such (see
+/// [`inside_in_order_body`]); the mark goes when `f` returns or unwinds.
+pub(crate) fn in_order_body<R>(f: impl FnOnce() -> R) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_ORDER_BODY.with(|c| c.set(c.get() - 1));
+        }
+    }
+    IN_ORDER_BODY.with(|c| c.set(c.get() + 1));
+    let _leave = Leave;
+    f()
 }
 
 /// Runs the loop in order on this thread, counting in `ran` the iterations started

@@ -115,3 +115,48 @@ fn per_row_on(
         carry.set(before + harmonic(r as u32 + 1));
     }
 }
+
+/// A loop nested in another's iteration is part of that iteration whatever the thread
+/// count: no report of its own, no loop of its own. (On one thread, and in the
+/// adaptive fallback's in-order stretches, it once ran as a top-level loop: a report
+/// per run, and at 2 threads and more a speculative loop started from inside the
+/// enclosing loop's iteration.)
+#[test]
+fn a_nested_loop_has_no_report_of_its_own_at_any_thread_count() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tls_runtime::{Control, LoopSite};
+    for threads in [1, 2, 4] {
+        let outer_site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+        let inner_reported = AtomicBool::new(false);
+        let out = SpecVec::from(vec![0u64; 16]);
+        Loop::new()
+            .name("outer")
+            .threads(threads)
+            .site(outer_site)
+            .run(0..16usize, |i| {
+                let partial = Spec::new(0u64);
+                Loop::new()
+                    .name("inner")
+                    .threads(threads)
+                    .run(0..4u64, |j| {
+                        partial.set(partial.get() + j * i as u64);
+                        Control::<()>::Continue
+                    });
+                if tls_runtime::last_report().is_some_and(|r| r.name == "inner") {
+                    inner_reported.store(true, Ordering::Relaxed);
+                }
+                out.set(i, partial.get());
+                Control::<()>::Continue
+            });
+        assert_eq!(
+            out.into_vec(),
+            (0..16u64).map(|i| 6 * i).collect::<Vec<_>>(),
+            "{threads} threads"
+        );
+        assert!(
+            !inner_reported.load(Ordering::Relaxed),
+            "{threads} threads: the nested loop reported a run of its own"
+        );
+        assert_eq!(tls_runtime::last_report().unwrap().name, "outer");
+    }
+}

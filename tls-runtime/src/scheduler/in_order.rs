@@ -7,6 +7,7 @@ use super::{LoopEnding, Shared};
 use crate::adapt::HeldBack;
 use crate::control::{Control, Step, run_iteration};
 use crate::report::ThreadStats;
+use crate::run::in_order_body;
 use crate::trace::{self, SpanKind};
 use crate::workers;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -61,7 +62,7 @@ where
             c.next += 1;
             n += 1;
             let run = catch_unwind(AssertUnwindSafe(|| {
-                run_iteration((self.start)(item), self.step)
+                in_order_body(|| run_iteration((self.start)(item), self.step))
             }));
             let ending = match run {
                 Ok(Control::Continue) => None,
