@@ -44,7 +44,8 @@
 //!   are squashed. `break` / `return` end the loop the same way.
 //! - `loop_builder.rs` holds the [`Loop`] builder; `run.rs` chooses how a loop runs
 //!   ([`Loop::run`], [`for_each`]) and holds the in-order path (one thread,
-//!   `TLS_MODE=sequential`, loops nested in an epoch); `parallel.rs` runs it
+//!   `TLS_MODE=sequential`, loops nested in an epoch or in an iteration run in order);
+//!   `parallel.rs` runs it
 //!   speculatively: workers, site and trace made ready, the scheduler, the report.
 //! - `live_loops.rs` registers every running speculative loop, so that a change of a
 //!   committed value made outside a loop (plain code, another loop's commit) can
@@ -153,7 +154,8 @@
 //! !stop.get(i))` with the body setting `stop`). Such an access panics, with a message
 //! saying so, in every mode and before any item runs; compute the condition in the
 //! body and `break`, or collect the items before the loop. (A nested loop inside an
-//! epoch runs in order, as part of that epoch: its iterator may read what it likes.)
+//! epoch, or inside an iteration run in order, runs in order as part of that
+//! iteration, with no report of its own: its iterator may read what it likes.)
 //!
 //! **Threads started by an iteration** go through [`scope`] ([`std::thread::scope`]
 //! once every earlier iteration has committed) or [`when_homefree`] (any call, such as
