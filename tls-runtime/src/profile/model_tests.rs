@@ -278,6 +278,17 @@ fn chunks_add_up_durations_and_shift_events() {
 }
 
 #[test]
+fn automatic_chunks_are_evened_out_as_the_runtime_cuts_them() {
+    let items: Vec<_> = (0..10).map(|_| epoch(100.0, &[])).collect();
+    // At most 3 an epoch on 2 threads: 3, 3, 2, 2 (as `rules::planned_chunk` cuts
+    // a run), where a chunk the loop sets gives 3, 3, 3, 1.
+    let even: Vec<f64> = chunked(&items, 3, Some(2)).iter().map(|e| e.dur).collect();
+    assert_eq!(even, [300.0, 300.0, 200.0, 200.0]);
+    let set: Vec<f64> = chunked(&items, 3, None).iter().map(|e| e.dur).collect();
+    assert_eq!(set, [300.0, 300.0, 300.0, 100.0]);
+}
+
+#[test]
 fn short_independent_iterations_are_predicted_in_chunks() {
     // 1 us iterations with 1 us of cost per epoch: one per epoch would gain
     // nothing on 2 threads; grouped ten at a time the cost nearly vanishes.
