@@ -12,7 +12,8 @@
 //!   aggregated per loop name, to that file as JSON when the process exits.
 //! - `TLS_TRACE=<path>.json`: write a timeline of every epoch attempt in Chrome trace
 //!   event format (open it in Perfetto or chrome://tracing) when the process exits; a
-//!   loop run on one thread shows as one in-order span per run.
+//!   loop run in order (one thread, `TLS_MODE=sequential` or `profile`) shows as one
+//!   in-order span per run.
 //! - `TLS_SPIN_US`: how long idle workers spin, looking for work, before they park
 //!   (default 1000 microseconds).
 //! - `TLS_MOVE_WORKERS`: `on` (default) or `off`. On Linux the runtime moves a

@@ -325,6 +325,13 @@ impl<It: Iterator> Iterator for EpochItems<It> {
         let clone = self.clone;
         self.iter.next().map(|value| EpochItem { value, clone })
     }
+
+    /// The loop's own bound: automatic chunking evens its epochs out over a run of
+    /// known length.
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.iter.size_hint()
+    }
 }
 
 /// One item of a `#[tls_loop]` loop (see [`EpochItems`]).

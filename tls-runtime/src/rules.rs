@@ -64,10 +64,13 @@ pub(crate) fn run_chunk(chosen: usize, short: usize, items: usize, threads: usiz
 #[inline]
 pub(crate) fn planned_chunk(chunk: usize, items: usize, threads: usize, epoch: u64) -> usize {
     let chunk = chunk.max(1);
-    if items == 0 {
+    // No plan for an unknown length, nor for one no run reaches (an endless iterator
+    // such as `0..` gives `usize::MAX` as its lower bound).
+    if items == 0 || items > MAX_PLANNED_ITEMS {
         return chunk;
     }
-    let epochs = items.div_ceil(chunk).div_ceil(threads.max(1)) * threads.max(1);
+    let threads = threads.max(1);
+    let epochs = items.div_ceil(chunk).div_ceil(threads) * threads;
     if epoch >= epochs as u64 {
         return chunk;
     }
@@ -79,6 +82,10 @@ pub(crate) fn planned_chunk(chunk: usize, items: usize, threads: usize, epoch: u
     };
     size.clamp(1, chunk)
 }
+
+/// The longest run [`planned_chunk`] plans for: past it the bound is not a run's
+/// length (an endless iterator's is `usize::MAX`), and planning could overflow.
+pub(crate) const MAX_PLANNED_ITEMS: usize = 1 << 40;
 
 /// The most iterations automatic chunking puts in one epoch.
 pub(crate) const MAX_CHUNK: u32 = 256;

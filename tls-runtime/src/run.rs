@@ -14,7 +14,7 @@ use crate::trace::{self, SpanKind};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl Loop {
     /// Runs `body` for each item as an ordered speculative epoch; returns how the loop
@@ -65,12 +65,17 @@ impl Loop {
         }
         // A top-level loop: its items iterator must not touch speculative data.
         let items = crate::epoch::MarkedItems(items.into_iter());
+        if trace::enabled() {
+            // The timeline's zero, before this run's first span begins.
+            trace::base();
+        }
         if env().mode == Mode::Profile {
             // The first loop of a process calibrates the model: not its time.
             profile::calibrate();
             let t0 = Instant::now();
             let (ended, profiles) = profile::run_profiled(items, &start, &step);
             let wall = t0.elapsed();
+            self.trace_in_order(t0, wall, profiles.len() as u64, "recorded in profile mode");
             let (sequential, predicted) = profile::speedups(&profiles, self.chunk);
             let stats = ThreadStats {
                 epochs: profiles.len() as u64,
@@ -95,25 +100,13 @@ impl Loop {
             return ended.unwrap_or_else(|p| resume_unwind(p));
         }
         if threads <= 1 || env().mode == Mode::Sequential {
-            if trace::enabled() {
-                // The timeline's zero, if this is its first span.
-                trace::base();
-            }
             let t0 = Instant::now();
             let ran = Cell::new(0);
             let ended = catch_unwind(AssertUnwindSafe(|| {
                 in_order_body(|| run_sequentially(items, &start, &step, &ran))
             }));
             let (wall, epochs) = (t0.elapsed(), ran.get());
-            if trace::enabled() {
-                // On one thread the whole run is one stretch in order: the timeline
-                // still shows each run of the loop (and is written at all).
-                let name: Arc<str> = self.display_name().into();
-                let detail = format!("{epochs} iterations from epoch 0, on one thread");
-                trace::span(SpanKind::InOrder, &name, 0, t0, t0 + wall, Some(detail));
-                trace::flush_thread();
-                sink::ensure_written_at_exit();
-            }
+            self.trace_in_order(t0, wall, epochs, "on one thread");
             let stats = ThreadStats {
                 epochs,
                 items: epochs,
@@ -163,6 +156,22 @@ where
 pub fn poll() {
     if let Some(cx) = crate::epoch::current() {
         cx.check_violation();
+    }
+}
+
+impl Loop {
+    /// With `TLS_TRACE`, shows a run made in order on this thread (`how`) as one
+    /// in-order span, so that the timeline has every run of the loop (and is written
+    /// at exit even when no report is asked for).
+    fn trace_in_order(&self, t0: Instant, wall: Duration, iterations: u64, how: &str) {
+        if !trace::enabled() {
+            return;
+        }
+        let name: Arc<str> = self.display_name().into();
+        let detail = format!("{iterations} iterations from epoch 0, {how}");
+        trace::span(SpanKind::InOrder, &name, 0, t0, t0 + wall, Some(detail));
+        trace::flush_thread();
+        sink::ensure_written_at_exit();
     }
 }
 

@@ -155,38 +155,40 @@ fn report_and_trace_files_hold_what_they_claim() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Run in order on one thread (here `TLS_MODE=sequential`; `TLS_THREADS=1` takes the
-/// same path), with no report asked for: the trace is still written, one in-order
-/// span per run of the loop.
+/// Run in order on one thread (`TLS_MODE=sequential`; `TLS_THREADS=1` takes the same
+/// path), or recorded in order (`TLS_MODE=profile`), with no report asked for: the
+/// trace is still written, one in-order span per run of the loop.
 #[test]
 fn a_trace_is_written_for_loops_run_on_one_thread() {
-    let dir = std::env::temp_dir().join(format!("tls-trace-one-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("trace.json");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-        .env("TLS_FILES_CHILD", "1")
-        .env("TLS_MODE", "sequential")
-        .env_remove("TLS_REPORT")
-        .env("TLS_TRACE", &trace)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = std::fs::read_to_string(&trace).expect("the trace file was written");
-    let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let spans: Vec<_> = trace["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["ph"] == "X")
-        .collect();
-    assert_eq!(spans.len(), 2, "one span per run: {text}");
-    for s in &spans {
-        assert_eq!(s["cat"], "in order", "{s}");
-        assert_eq!(s["args"]["loop"], "planted");
-        let detail = s["args"]["detail"].as_str().unwrap();
-        assert!(detail.starts_with("40 iterations"), "{detail}");
-        assert!(s["dur"].as_f64().unwrap() > 0.0, "{s}");
+    for mode in ["sequential", "profile"] {
+        let dir = std::env::temp_dir().join(format!("tls-trace-one-{mode}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("trace.json");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+            .env("TLS_FILES_CHILD", "1")
+            .env("TLS_MODE", mode)
+            .env_remove("TLS_REPORT")
+            .env("TLS_TRACE", &trace)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode}: {out:?}");
+        let text = std::fs::read_to_string(&trace).expect("the trace file was written");
+        let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let spans: Vec<_> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .collect();
+        assert_eq!(spans.len(), 2, "{mode}: one span per run: {text}");
+        for s in &spans {
+            assert_eq!(s["cat"], "in order", "{mode}: {s}");
+            assert_eq!(s["args"]["loop"], "planted");
+            let detail = s["args"]["detail"].as_str().unwrap();
+            assert!(detail.starts_with("40 iterations"), "{mode}: {detail}");
+            assert!(s["dur"].as_f64().unwrap() > 0.0, "{mode}: {s}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

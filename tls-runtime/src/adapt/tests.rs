@@ -448,6 +448,13 @@ fn a_run_of_known_length_is_cut_into_even_epochs_for_every_thread() {
         }
     }
     assert_eq!(planned_chunk(7, 0, 2, 0), 7);
+    // An endless iterator's bound (`0..` says `usize::MAX`) is no run's length.
+    for threads in 1..9 {
+        for chunk in [1, 3, 256] {
+            assert_eq!(planned_chunk(chunk, usize::MAX, threads, 0), chunk);
+            assert_eq!(planned_chunk(chunk, usize::MAX, threads, 5), chunk);
+        }
+    }
     // Past the plan (the iterator's bound was low): the chunk.
     assert_eq!(planned_chunk(3, 10, 2, 4), 3);
 }
