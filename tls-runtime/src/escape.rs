@@ -19,6 +19,7 @@ use crate::epoch::{self, AwaitHomefreeSignal, CurrentGuard};
 use core::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::LocalKey;
 
 /// Serializes the calls of one escaped function (the `#[escape]` macro makes one
 /// `static` per function). Re-entrant on the thread that holds it.
@@ -79,14 +80,21 @@ pub(crate) fn inside_escape() -> bool {
 /// this thread. Commit-time actions run so too (their commit holds locks that the
 /// epochs of a loop on other threads could wait for).
 pub(crate) fn escaped<R>(f: impl FnOnce() -> R) -> R {
-    struct Leave;
-    impl Drop for Leave {
+    with_raised(&ESCAPES, f)
+}
+
+/// Runs `f` with this thread's `counter` one higher, lowered again when `f` returns
+/// or unwinds (a mark that nests: "inside an escaped call", "inside an in-order
+/// iteration").
+pub(crate) fn with_raised<R>(counter: &'static LocalKey<Cell<u32>>, f: impl FnOnce() -> R) -> R {
+    struct Lower(&'static LocalKey<Cell<u32>>);
+    impl Drop for Lower {
         fn drop(&mut self) {
-            ESCAPES.with(|c| c.set(c.get() - 1));
+            self.0.with(|c| c.set(c.get() - 1));
         }
     }
-    ESCAPES.with(|c| c.set(c.get() + 1));
-    let _leave = Leave;
+    counter.with(|c| c.set(c.get() + 1));
+    let _lower = Lower(counter);
     f()
 }
 

@@ -190,15 +190,7 @@ fn inside_in_order_body() -> bool {
 /// Runs `f`, iterations of a loop run in order outside any epoch, marked as such (see
 /// [`inside_in_order_body`]); the mark goes when `f` returns or unwinds.
 pub(crate) fn in_order_body<R>(f: impl FnOnce() -> R) -> R {
-    struct Leave;
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            IN_ORDER_BODY.with(|c| c.set(c.get() - 1));
-        }
-    }
-    IN_ORDER_BODY.with(|c| c.set(c.get() + 1));
-    let _leave = Leave;
-    f()
+    crate::escape::with_raised(&IN_ORDER_BODY, f)
 }
 
 /// Runs the loop in order on this thread, counting in `ran` the iterations started

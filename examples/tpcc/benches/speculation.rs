@@ -130,38 +130,18 @@ fn main() -> Result<()> {
             }
         }
     }
-    let base = &modes[0];
-    let mut header = format!("{:<14} {:>8}", "transaction", "count");
-    for m in &modes {
-        header += &format!(" {:>14}", format!("{} p50 us", m.label));
-    }
-    for m in &modes[1..] {
-        header += &format!(" {:>16}", format!("{}/{}", m.label, base.label));
-    }
-    println!("{header}");
+    let labels: Vec<&str> = modes.iter().map(|m| m.label.as_str()).collect();
+    let table = Table { labels: &labels };
+    table.header("transaction", "count");
     for kind in TxnKind::ALL {
         let i = kind.index();
         let n = pooled.iter().map(|p| p[i].len()).max().unwrap_or(0);
         let p50: Vec<f64> = pooled.iter_mut().map(|p| p50_us(&mut p[i])).collect();
-        let mut line = format!("{:<14} {n:>8}", kind.name());
-        for t in &p50 {
-            line += &format!(" {t:>14.1}");
-        }
-        for t in &p50[1..] {
-            line += &format!(" {:>16.2}", t / p50[0]);
-        }
-        println!("{line}");
+        table.row(kind, &format!("{n:>8}"), &p50);
     }
     // The loops alone: what a thread count can shorten, and (loop / transaction in
     // the first mode) how much of the transaction that is.
-    let mut header = format!("{:<14} {:>8}", "loop", "share");
-    for m in &modes {
-        header += &format!(" {:>14}", format!("{} p50 us", m.label));
-    }
-    for m in &modes[1..] {
-        header += &format!(" {:>16}", format!("{}/{}", m.label, base.label));
-    }
-    println!("{header}");
+    table.header("loop", "share");
     for kind in TxnKind::ALL {
         let i = kind.index();
         if loop_ns.iter().all(|l| l[i].is_empty()) {
@@ -169,8 +149,32 @@ fn main() -> Result<()> {
         }
         let p50: Vec<f64> = loop_ns.iter_mut().map(|l| p50_us(&mut l[i])).collect();
         let share = p50[0] / p50_us(&mut pooled[0][i]);
-        let mut line = format!("{:<14} {share:>8.2}", kind.name());
-        for t in &p50 {
+        table.row(kind, &format!("{share:>8.2}"), &p50);
+    }
+    Ok(())
+}
+
+/// The printed tables: per transaction kind, a p50 per mode, and each mode's ratio to
+/// the first.
+struct Table<'a> {
+    labels: &'a [&'a str],
+}
+
+impl Table<'_> {
+    fn header(&self, first: &str, second: &str) {
+        let mut header = format!("{first:<14} {second:>8}");
+        for m in self.labels {
+            header += &format!(" {:>14}", format!("{m} p50 us"));
+        }
+        for m in &self.labels[1..] {
+            header += &format!(" {:>16}", format!("{m}/{}", self.labels[0]));
+        }
+        println!("{header}");
+    }
+
+    fn row(&self, kind: TxnKind, second: &str, p50: &[f64]) {
+        let mut line = format!("{:<14} {second}", kind.name());
+        for t in p50 {
             line += &format!(" {t:>14.1}");
         }
         for t in &p50[1..] {
@@ -178,7 +182,6 @@ fn main() -> Result<()> {
         }
         println!("{line}");
     }
-    Ok(())
 }
 
 /// One mode the bench alternates: an engine mode, and for `tls` a journey step or
