@@ -114,3 +114,55 @@ pub(crate) fn lost_enough_ns(lost: f64, so_far: f64) -> bool {
 pub(crate) fn halve_chunk(rolled_back: u64, epochs: u64) -> bool {
     rolled_back * u64::from(ROLLBACK_SHARE) > epochs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::planned_chunk;
+
+    #[test]
+    fn a_run_of_known_length_is_cut_into_even_epochs_for_every_thread() {
+        let plan = |chunk, items, threads| -> Vec<usize> {
+            let mut sizes = Vec::new();
+            let mut left = items;
+            while left > 0 {
+                let size = planned_chunk(chunk, items, threads, sizes.len() as u64).min(left);
+                sizes.push(size);
+                left -= size;
+            }
+            sizes
+        };
+        // 10 iterations in epochs of at most 3 on two threads: four epochs, two each, of
+        // 5 iterations a thread (uniform epochs of 3 left one thread 6 and the other 4).
+        assert_eq!(plan(3, 10, 2), [3, 3, 2, 2]);
+        assert_eq!(plan(2, 10, 2), [2, 2, 2, 2, 1, 1]);
+        assert_eq!(plan(2, 11, 2), [2, 2, 2, 2, 2, 1]);
+        // A run shorter than one chunk is split between the threads.
+        assert_eq!(plan(30, 10, 2), [5, 5]);
+        assert_eq!(plan(8, 3, 4), [1, 1, 1]);
+        // Even cuts already: unchanged.
+        assert_eq!(plan(4, 16, 2), [4, 4, 4, 4]);
+        assert_eq!(plan(1, 5, 2), [1, 1, 1, 1, 1]);
+        // Never more than the chunk, never empty; an unknown length keeps the chunk.
+        for items in 1..200 {
+            for chunk in 1..12 {
+                for threads in 1..5 {
+                    let sizes = plan(chunk, items, threads);
+                    assert_eq!(sizes.iter().sum::<usize>(), items);
+                    assert!(sizes.iter().all(|&s| (1..=chunk).contains(&s)));
+                    let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                    assert!(hi - lo <= 1, "{chunk} {items} {threads}: {sizes:?}");
+                }
+            }
+        }
+        assert_eq!(planned_chunk(7, 0, 2, 0), 7);
+        // An endless iterator's bound (`0..` says `usize::MAX`) is no run's length.
+        for threads in 1..9 {
+            for chunk in [1, 3, 256] {
+                assert_eq!(planned_chunk(chunk, usize::MAX, threads, 0), chunk);
+                assert_eq!(planned_chunk(chunk, usize::MAX, threads, 5), chunk);
+            }
+        }
+        // Past the plan (the iterator's bound was low): the chunk.
+        assert_eq!(planned_chunk(3, 10, 2, 4), 3);
+    }
+}
