@@ -125,6 +125,20 @@ impl Loop {
         }
         self.run_parallel(items, threads, &start, &step)
     }
+
+    /// With `TLS_TRACE`, shows a run made in order on this thread (`how`) as one
+    /// in-order span, so that the timeline has every run of the loop (and is written
+    /// at exit even when no report is asked for).
+    fn trace_in_order(&self, t0: Instant, wall: Duration, iterations: u64, how: &str) {
+        if !trace::enabled() {
+            return;
+        }
+        let name: Arc<str> = self.display_name().into();
+        let detail = format!("{iterations} iterations from epoch 0, {how}");
+        trace::span(SpanKind::InOrder, &name, 0, t0, t0 + wall, Some(detail));
+        trace::flush_thread();
+        sink::ensure_written_at_exit();
+    }
 }
 
 /// Runs `body` for each item as a speculative epoch: the plain-function form of
@@ -156,22 +170,6 @@ where
 pub fn poll() {
     if let Some(cx) = crate::epoch::current() {
         cx.check_violation();
-    }
-}
-
-impl Loop {
-    /// With `TLS_TRACE`, shows a run made in order on this thread (`how`) as one
-    /// in-order span, so that the timeline has every run of the loop (and is written
-    /// at exit even when no report is asked for).
-    fn trace_in_order(&self, t0: Instant, wall: Duration, iterations: u64, how: &str) {
-        if !trace::enabled() {
-            return;
-        }
-        let name: Arc<str> = self.display_name().into();
-        let detail = format!("{iterations} iterations from epoch 0, {how}");
-        trace::span(SpanKind::InOrder, &name, 0, t0, t0 + wall, Some(detail));
-        trace::flush_thread();
-        sink::ensure_written_at_exit();
     }
 }
 
