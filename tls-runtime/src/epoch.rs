@@ -194,9 +194,6 @@ pub(crate) enum AwaitHomefreeSignal {
     SyncedLoad(&'static Location<'static>),
     /// The epoch gave way twice to another thread holding a location it needed.
     GaveWay,
-    /// The epoch panicked while speculative: its panic was held back (it could have
-    /// come from stale data), and is raised again for real once homefree.
-    Panicked,
 }
 
 impl AwaitHomefreeSignal {
@@ -210,7 +207,6 @@ impl AwaitHomefreeSignal {
                 crate::report::SourceLocation(load)
             ),
             AwaitHomefreeSignal::GaveWay => "gave way twice to a location's holder".into(),
-            AwaitHomefreeSignal::Panicked => "panicked while speculative".into(),
         };
         format!("re-run once homefree: {why}")
     }

@@ -3,12 +3,8 @@
 //! A speculative epoch that read inconsistent data may panic; that panic is rolled
 //! back, never seen. The default hook would still print it, so the runtime chains a
 //! hook in front of it: a panic in an epoch that is not known to be homefree has its
-//! message held in the epoch, and the hook before it is not called. If the epoch later
-//! turns out homefree with no violation (the panic is real), the committer runs the
-//! panicking segment again, homefree (`scheduler/commit.rs`): the panic happens again,
-//! and this time the hook before (the program's own, or the default one that prints
-//! it) sees it, as in the sequential loop. Only an epoch that cannot be run again
-//! has its held message printed instead.
+//! message held in the epoch; if the epoch later turns out homefree with no violation
+//! (the panic is real), the runner prints the held message then.
 
 use crate::epoch;
 use std::sync::Once;

@@ -103,18 +103,11 @@ where
                 // names (NOT_VIOLATED is the largest segment number).
                 EpochEnd::RerunHomefree(_) => Some(segment.min(target)),
                 _ if target != NOT_VIOLATED => Some(target),
-                // A panic held back while the epoch was speculative (it could have come
-                // from stale data): its segment runs again, homefree, so that the panic
-                // happens for real where the program sees it, its own panic hook
-                // included, as in the sequential loop (printing the held message
-                // instead bypassed a hook the program had set).
-                EpochEnd::Panic(_) if cx.held_panic.borrow().is_some() => Some(segment),
                 _ => None,
             };
             if let Some(target) = rerun_from {
                 let why = match end {
                     EpochEnd::RerunHomefree(why) => Some(why),
-                    EpochEnd::Panic(_) => Some(AwaitHomefreeSignal::Panicked),
                     _ => None,
                 };
                 end = self.rerun(&cx, &mut work, target, cause, why, ts);
