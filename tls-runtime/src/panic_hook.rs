@@ -1,10 +1,23 @@
-//! Keeps zombie panics quiet.
+//! Keeps zombie panics quiet, and lets real ones reach the program's own hook.
 //!
 //! A speculative epoch that read inconsistent data may panic; that panic is rolled
-//! back, never seen. The default hook would still print it, so the runtime chains a
-//! hook in front of it: a panic in an epoch that is not known to be homefree has its
-//! message held in the epoch; if the epoch later turns out homefree with no violation
-//! (the panic is real), the runner prints the held message then.
+//! back, never seen. The default hook (or one the program set before its first loop)
+//! would still report it, so the runtime chains a hook in front of it: a panic in an
+//! epoch that is not known to be homefree waits, in the hook, until the epoch is
+//! either homefree with no violation (the panic is the sequential program's: the
+//! program's hook is called with it, once, as in a plain loop) or violated (a
+//! zombie's: nothing is reported, and the iteration runs again).
+//!
+//! Waiting is safe where it happens: every earlier epoch is already handed out to a
+//! thread that runs it to its end (the same wait `when_homefree` makes in a
+//! destructor during the unwind). The one exception is a panic inside an `update` or
+//! `with` closure, which holds its location: an earlier epoch may need it, so the
+//! message is held in the epoch instead and the runner prints it once the epoch
+//! commits (the program's own hook is then not called).
+//!
+//! A location that plain code or another loop changes after the epoch became homefree
+//! but before it committed still rolls it back (see `live_loops`); a panic reported
+//! in that window would be reported again if the re-run panics too.
 
 use crate::epoch;
 use std::sync::Once;
@@ -27,10 +40,16 @@ pub(crate) fn install() {
                 && !cx.homefree()
                 && !cx.raising.get()
             {
-                let thread = std::thread::current();
-                let name = thread.name().unwrap_or("<unnamed>");
-                *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
-                return;
+                if crate::memory::nesting::nested() {
+                    let thread = std::thread::current();
+                    let name = thread.name().unwrap_or("<unnamed>");
+                    *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
+                    return;
+                }
+                if !crate::homefree::wait_in_place(cx) {
+                    // A zombie's panic.
+                    return;
+                }
             }
             previous(info)
         }));

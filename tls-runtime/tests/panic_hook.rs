@@ -1,0 +1,130 @@
+//! A loop's panic reaches the program's own panic hook once, as the sequential loop's
+//! would, whatever thread ran the iteration and whether it was speculative when it
+//! panicked; a zombie's panic never reaches it. (Its own test binary: the hook is
+//! process-wide, and both tests run in one function so that they never overlap.)
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tls_runtime::{Control, Loop, SpecVec};
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+#[test]
+fn the_program_s_panic_hook_sees_real_panics_once_and_zombies_never() {
+    std::panic::set_hook(Box::new(|info| {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        MESSAGES.lock().unwrap().push(msg);
+    }));
+    a_real_panic_is_seen_once();
+    a_zombie_s_panic_is_never_seen();
+    a_panic_inside_an_update_closure_ends_the_loop();
+}
+
+fn a_real_panic_is_seen_once() {
+    for threads in [1, 2, 4] {
+        for round in 0..20 {
+            CALLS.store(0, Ordering::SeqCst);
+            MESSAGES.lock().unwrap().clear();
+            let out = SpecVec::from(vec![0u64; 40]);
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                Loop::new().threads(threads).run(0..40usize, |i| {
+                    if i < 30 {
+                        // Long enough that iteration 30 starts while 29 still runs:
+                        // it panics while speculative.
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    out.set(i, i as u64 + 1);
+                    // Every later iteration panics too, but only while speculative:
+                    // in order, the loop ends at 30.
+                    if i >= 30 {
+                        panic!("boom at {i}");
+                    }
+                    Control::<()>::Continue
+                });
+            }));
+            let payload = caught.expect_err("the loop's panic comes out of it");
+            assert_eq!(
+                payload.downcast_ref::<String>().map(String::as_str),
+                Some("boom at 30")
+            );
+            let calls = CALLS.load(Ordering::SeqCst);
+            let messages = MESSAGES.lock().unwrap().clone();
+            assert_eq!(
+                (calls, messages.as_slice()),
+                (1, ["boom at 30".to_string()].as_slice()),
+                "{threads} threads, round {round}"
+            );
+            let expected: Vec<u64> = (0..40).map(|i| if i <= 30 { i + 1 } else { 0 }).collect();
+            assert_eq!(out.into_vec(), expected, "{threads} threads, round {round}");
+        }
+    }
+}
+
+/// Each iteration checks what the one before it stored at its end: in order that is
+/// always there, so an iteration that panics on it ran on stale data (a zombie).
+fn a_zombie_s_panic_is_never_seen() {
+    for threads in [1, 2, 4] {
+        for round in 0..10 {
+            CALLS.store(0, Ordering::SeqCst);
+            MESSAGES.lock().unwrap().clear();
+            let done = SpecVec::from(vec![0u64; 24]);
+            Loop::new().threads(threads).run(0..24usize, |i| {
+                let before = if i > 0 { done.get(i - 1) } else { 1 };
+                assert_eq!(before, 1, "zombie at {i}");
+                std::thread::sleep(Duration::from_micros(100));
+                done.set(i, 1);
+                Control::<()>::Continue
+            });
+            assert_eq!(
+                done.into_vec(),
+                vec![1; 24],
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                (
+                    CALLS.load(Ordering::SeqCst),
+                    MESSAGES.lock().unwrap().clone()
+                ),
+                (0, Vec::<String>::new()),
+                "{threads} threads, round {round}: a zombie's panic reached the hook"
+            );
+        }
+    }
+}
+
+/// A panic inside an `update` closure, which holds its location and so cannot wait
+/// in the hook: the loop still ends with it and keeps what the plain loop keeps
+/// (the hook may or may not see it, depending on whether the iteration was
+/// speculative then; the runtime prints the message otherwise).
+fn a_panic_inside_an_update_closure_ends_the_loop() {
+    for threads in [1, 2, 4] {
+        for round in 0..10 {
+            let v = SpecVec::from(vec![0u64; 32]);
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                Loop::new().threads(threads).run(0..32usize, |i| {
+                    std::thread::sleep(Duration::from_micros(50));
+                    v.update(i, |x| {
+                        *x = i as u64 + 1;
+                        if i == 20 {
+                            panic!("boom in update");
+                        }
+                    });
+                    Control::<()>::Continue
+                });
+            }));
+            let payload = caught.expect_err("the loop's panic comes out of it");
+            assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in update"));
+            let expected: Vec<u64> = (0..32).map(|i| if i <= 20 { i + 1 } else { 0 }).collect();
+            assert_eq!(v.into_vec(), expected, "{threads} threads, round {round}");
+        }
+    }
+}
