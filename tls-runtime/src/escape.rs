@@ -127,6 +127,7 @@ pub fn escape<R>(lock: &EscapeLock, f: impl FnOnce() -> R) -> R {
             let _ = cx.begin_access();
             lock.hold(|| {
                 let _suspended = CurrentGuard::set(None);
+                let _from = crate::panic_hook::EscapedFrom::enter(cx);
                 escaped(f)
             })
         }

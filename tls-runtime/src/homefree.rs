@@ -92,7 +92,7 @@ pub fn when_homefree<R>(f: impl FnOnce() -> R) -> R {
 
 /// Waits until the epoch of `cx` is homefree (`true`) or violated (`false`), without
 /// unwinding.
-pub(crate) fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
+fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
     let mut spins = 0u32;
     loop {
         match cx.settled() {

@@ -8,19 +8,85 @@
 //! program's hook is called with it, once, as in a plain loop) or violated (a
 //! zombie's: nothing is reported, and the iteration runs again).
 //!
-//! Waiting is safe where it happens: every earlier epoch is already handed out to a
-//! thread that runs it to its end (the same wait `when_homefree` makes in a
-//! destructor during the unwind). The one exception is a panic inside an `update` or
-//! `with` closure, which holds its location: an earlier epoch may need it, so the
-//! message is held in the epoch instead and the runner prints it once the epoch
-//! commits (the program's own hook is then not called).
+//! The wait is bounded ([`WAIT_LIMIT`]): the panicking code may hold something an
+//! earlier epoch needs before it can finish (a `OnceLock` whose initializer panicked,
+//! a `Mutex` guard), and the standard library holds its hook lock while a hook runs,
+//! so a thread that changes the hook meanwhile blocks every other panic, an earlier
+//! epoch's real one included. Past the limit, and where waiting is known to be wrong,
+//! the message is held in the epoch instead, the unwind goes on (releasing what it
+//! holds), and the runner prints the message if the epoch commits with the panic
+//! (the program's own hook is then not called). Waiting is known to be wrong inside
+//! an `update` or `with` closure, which holds its location, and inside an escaped
+//! call (whose panic is its suspended epoch's): it holds its escape lock, which the
+//! earlier epochs' calls of the same function wait for.
 //!
 //! A location that plain code or another loop changes after the epoch became homefree
 //! but before it committed still rolls it back (see `live_loops`); a panic reported
 //! in that window would be reported again if the re-run panics too.
 
-use crate::epoch;
+use crate::epoch::{self, EpochCx};
+use std::cell::Cell;
 use std::sync::Once;
+use std::time::{Duration, Instant};
+
+/// How long a speculative epoch's panic waits in the hook for the epoch to settle
+/// before its message is held instead (see the module docs): long enough for the
+/// earlier epochs of most loops to commit, short enough that a wait on something the
+/// panicking code holds costs a panic little.
+const WAIT_LIMIT: Duration = Duration::from_millis(50);
+
+thread_local! {
+    /// The epoch an escaped call on this thread suspended (null outside one).
+    static ESCAPED_FROM: Cell<*const EpochCx> = const { Cell::new(core::ptr::null()) };
+}
+
+/// Marks this thread as running an escaped call of `cx` (whose speculation it
+/// suspended) until dropped, for the hook.
+pub(crate) struct EscapedFrom(*const EpochCx);
+
+impl EscapedFrom {
+    pub(crate) fn enter(cx: &EpochCx) -> Self {
+        EscapedFrom(ESCAPED_FROM.with(|c| c.replace(cx)))
+    }
+}
+
+impl Drop for EscapedFrom {
+    fn drop(&mut self) {
+        ESCAPED_FROM.with(|c| c.set(self.0));
+    }
+}
+
+/// The epoch whose escaped call this thread runs, if any.
+fn escaped_from() -> Option<&'static EpochCx> {
+    let p = ESCAPED_FROM.with(Cell::get);
+    // SAFETY: set by `EscapedFrom::enter` from a live epoch context for the length of
+    // the escaped call, which runs inside the epoch's attempt (the context outlives
+    // it), and reset when the call returns or unwinds.
+    unsafe { p.as_ref() }
+}
+
+/// Holds the panic's message in `cx`, for the runner to print if the epoch commits.
+fn hold(cx: &EpochCx, info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("<unnamed>");
+    *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
+}
+
+/// Waits up to [`WAIT_LIMIT`] for `cx` to be homefree (`Some(true)`) or violated
+/// (`Some(false)`); `None` past the limit.
+fn settle_within(cx: &EpochCx) -> Option<bool> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(homefree) = cx.settled() {
+            return Some(homefree);
+        }
+        if spins.is_multiple_of(64) && start.elapsed() > WAIT_LIMIT {
+            return None;
+        }
+        crate::workers::backoff(&mut spins);
+    }
+}
 
 /// Installs the hook once per process.
 ///
@@ -36,19 +102,28 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            if let Some(cx) = escaped_from()
+                && !cx.homefree()
+            {
+                hold(cx, info);
+                return;
+            }
             if let Some(cx) = epoch::current_quiet()
                 && !cx.homefree()
                 && !cx.raising.get()
             {
                 if crate::memory::nesting::nested() {
-                    let thread = std::thread::current();
-                    let name = thread.name().unwrap_or("<unnamed>");
-                    *cx.held_panic.borrow_mut() = Some(format!("thread '{name}' {info}"));
+                    hold(cx, info);
                     return;
                 }
-                if !crate::homefree::wait_in_place(cx) {
+                match settle_within(cx) {
+                    Some(true) => {}
                     // A zombie's panic.
-                    return;
+                    Some(false) => return,
+                    None => {
+                        hold(cx, info);
+                        return;
+                    }
                 }
             }
             previous(info)

@@ -5,9 +5,10 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tls_runtime::{Control, Loop, SpecVec};
+use tls_runtime::{Control, EscapeLock, Loop, LoopSite, SpecVec, escape};
 
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -27,6 +28,8 @@ fn the_program_s_panic_hook_sees_real_panics_once_and_zombies_never() {
     a_real_panic_is_seen_once();
     a_zombie_s_panic_is_never_seen();
     a_panic_inside_an_update_closure_ends_the_loop();
+    a_zombie_s_panic_in_an_escaped_call_is_never_seen();
+    a_panic_that_holds_what_an_earlier_iteration_needs_does_not_hang();
 }
 
 fn a_real_panic_is_seen_once() {
@@ -125,6 +128,85 @@ fn a_panic_inside_an_update_closure_ends_the_loop() {
             assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in update"));
             let expected: Vec<u64> = (0..32).map(|i| if i <= 20 { i + 1 } else { 0 }).collect();
             assert_eq!(v.into_vec(), expected, "{threads} threads, round {round}");
+        }
+    }
+}
+
+/// A zombie passes a stale value to an escaped call, which panics on it: the call runs
+/// with the epoch suspended, and its panic is still the zombie's, never seen. (A new
+/// site per loop, so that no loop learns to stop speculating.)
+fn a_zombie_s_panic_in_an_escaped_call_is_never_seen() {
+    static LOCK: EscapeLock = EscapeLock::new();
+    for threads in [1, 2, 4] {
+        for round in 0..10 {
+            CALLS.store(0, Ordering::SeqCst);
+            MESSAGES.lock().unwrap().clear();
+            let done = SpecVec::from(vec![0u64; 8]);
+            let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+            Loop::new()
+                .threads(threads)
+                .chunk(1)
+                .site(site)
+                .run(0..8usize, |i| {
+                    let before = if i > 0 { done.get(i - 1) } else { 1 };
+                    escape(&LOCK, || {
+                        assert_eq!(before, 1, "stale value in escape at {i}")
+                    });
+                    std::thread::sleep(Duration::from_millis(1));
+                    done.set(i, 1);
+                    Control::<()>::Continue
+                });
+            assert_eq!(
+                done.into_vec(),
+                vec![1; 8],
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                (
+                    CALLS.load(Ordering::SeqCst),
+                    MESSAGES.lock().unwrap().clone()
+                ),
+                (0, Vec::<String>::new()),
+                "{threads} threads, round {round}: a zombie's panic reached the hook"
+            );
+        }
+    }
+}
+
+/// A lazily built table whose initializer panics: a speculative iteration that gets
+/// there first panics holding the `OnceLock`'s initialization, which iteration 0 then
+/// waits for. The speculative panic must not wait for iteration 0 for ever: the loop
+/// ends with iteration 0's panic, the one the plain loop has, seen once.
+fn a_panic_that_holds_what_an_earlier_iteration_needs_does_not_hang() {
+    for threads in [1, 2] {
+        for round in 0..4 {
+            CALLS.store(0, Ordering::SeqCst);
+            MESSAGES.lock().unwrap().clear();
+            let table: OnceLock<u64> = OnceLock::new();
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                Loop::new().threads(threads).chunk(1).run(0..2usize, |i| {
+                    if i == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let t = table.get_or_init(|| panic!("cannot build the table"));
+                    std::hint::black_box(t);
+                    Control::<()>::Continue
+                });
+            }));
+            let payload = caught.expect_err("the loop's panic comes out of it");
+            assert_eq!(
+                payload.downcast_ref::<&str>(),
+                Some(&"cannot build the table"),
+                "{threads} threads, round {round}"
+            );
+            assert_eq!(
+                (
+                    CALLS.load(Ordering::SeqCst),
+                    MESSAGES.lock().unwrap().clone()
+                ),
+                (1, vec!["cannot build the table".to_string()]),
+                "{threads} threads, round {round}"
+            );
         }
     }
 }
