@@ -13,6 +13,20 @@ use tls_runtime::{Control, EscapeLock, Loop, LoopSite, SpecVec, escape};
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
+/// Forgets the hook calls so far.
+fn forget_calls() {
+    CALLS.store(0, Ordering::SeqCst);
+    MESSAGES.lock().unwrap().clear();
+}
+
+/// The hook calls since [`forget_calls`], and their messages.
+fn seen() -> (usize, Vec<String>) {
+    (
+        CALLS.load(Ordering::SeqCst),
+        MESSAGES.lock().unwrap().clone(),
+    )
+}
+
 #[test]
 fn the_program_s_panic_hook_sees_real_panics_once_and_zombies_never() {
     std::panic::set_hook(Box::new(|info| {
@@ -35,8 +49,7 @@ fn the_program_s_panic_hook_sees_real_panics_once_and_zombies_never() {
 fn a_real_panic_is_seen_once() {
     for threads in [1, 2, 4] {
         for round in 0..20 {
-            CALLS.store(0, Ordering::SeqCst);
-            MESSAGES.lock().unwrap().clear();
+            forget_calls();
             let out = SpecVec::from(vec![0u64; 40]);
             let caught = catch_unwind(AssertUnwindSafe(|| {
                 Loop::new().threads(threads).run(0..40usize, |i| {
@@ -59,11 +72,9 @@ fn a_real_panic_is_seen_once() {
                 payload.downcast_ref::<String>().map(String::as_str),
                 Some("boom at 30")
             );
-            let calls = CALLS.load(Ordering::SeqCst);
-            let messages = MESSAGES.lock().unwrap().clone();
             assert_eq!(
-                (calls, messages.as_slice()),
-                (1, ["boom at 30".to_string()].as_slice()),
+                seen(),
+                (1, vec!["boom at 30".to_string()]),
                 "{threads} threads, round {round}"
             );
             let expected: Vec<u64> = (0..40).map(|i| if i <= 30 { i + 1 } else { 0 }).collect();
@@ -77,8 +88,7 @@ fn a_real_panic_is_seen_once() {
 fn a_zombie_s_panic_is_never_seen() {
     for threads in [1, 2, 4] {
         for round in 0..10 {
-            CALLS.store(0, Ordering::SeqCst);
-            MESSAGES.lock().unwrap().clear();
+            forget_calls();
             let done = SpecVec::from(vec![0u64; 24]);
             Loop::new().threads(threads).run(0..24usize, |i| {
                 let before = if i > 0 { done.get(i - 1) } else { 1 };
@@ -93,10 +103,7 @@ fn a_zombie_s_panic_is_never_seen() {
                 "{threads} threads, round {round}"
             );
             assert_eq!(
-                (
-                    CALLS.load(Ordering::SeqCst),
-                    MESSAGES.lock().unwrap().clone()
-                ),
+                seen(),
                 (0, Vec::<String>::new()),
                 "{threads} threads, round {round}: a zombie's panic reached the hook"
             );
@@ -139,8 +146,7 @@ fn a_zombie_s_panic_in_an_escaped_call_is_never_seen() {
     static LOCK: EscapeLock = EscapeLock::new();
     for threads in [1, 2, 4] {
         for round in 0..10 {
-            CALLS.store(0, Ordering::SeqCst);
-            MESSAGES.lock().unwrap().clear();
+            forget_calls();
             let done = SpecVec::from(vec![0u64; 8]);
             let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
             Loop::new()
@@ -162,10 +168,7 @@ fn a_zombie_s_panic_in_an_escaped_call_is_never_seen() {
                 "{threads} threads, round {round}"
             );
             assert_eq!(
-                (
-                    CALLS.load(Ordering::SeqCst),
-                    MESSAGES.lock().unwrap().clone()
-                ),
+                seen(),
                 (0, Vec::<String>::new()),
                 "{threads} threads, round {round}: a zombie's panic reached the hook"
             );
@@ -180,8 +183,7 @@ fn a_zombie_s_panic_in_an_escaped_call_is_never_seen() {
 fn a_panic_that_holds_what_an_earlier_iteration_needs_does_not_hang() {
     for threads in [1, 2] {
         for round in 0..4 {
-            CALLS.store(0, Ordering::SeqCst);
-            MESSAGES.lock().unwrap().clear();
+            forget_calls();
             let table: OnceLock<u64> = OnceLock::new();
             let caught = catch_unwind(AssertUnwindSafe(|| {
                 Loop::new().threads(threads).chunk(1).run(0..2usize, |i| {
@@ -200,10 +202,7 @@ fn a_panic_that_holds_what_an_earlier_iteration_needs_does_not_hang() {
                 "{threads} threads, round {round}"
             );
             assert_eq!(
-                (
-                    CALLS.load(Ordering::SeqCst),
-                    MESSAGES.lock().unwrap().clone()
-                ),
+                seen(),
                 (1, vec!["cannot build the table".to_string()]),
                 "{threads} threads, round {round}"
             );
