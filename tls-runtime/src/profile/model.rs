@@ -101,6 +101,9 @@ pub(super) struct Simulated {
     pub(super) rolled_back: usize,
     /// The dependences that violated epochs, by (store, load) line.
     pub(super) deps: HashMap<(Site, Site), SimDependence>,
+    /// Per load line, the epochs it was violated in, in the order noted (for the
+    /// runtime's rule of when to synchronize a load, `predict::synchronized`).
+    pub(super) violated: HashMap<Site, Vec<usize>>,
 }
 
 /// One finished epoch's writes of one location: when the first and the last landed,
@@ -147,11 +150,13 @@ pub(super) fn simulate_replay(
     synced: &[Site],
 ) -> Simulated {
     let mut deps: HashMap<(Site, Site), SimDependence> = HashMap::new();
+    let mut violated: HashMap<Site, Vec<usize>> = HashMap::new();
     if epochs.is_empty() {
         return Simulated {
             time: 0.0,
             rolled_back: 0,
             deps,
+            violated,
         };
     }
     let mut rolled_back = 0;
@@ -309,6 +314,7 @@ pub(super) fn simulate_replay(
                         ..SimDependence::default()
                     });
                     d.count += 1;
+                    violated.entry(load).or_default().push(j);
                     d.lost += lost.max(0.0);
                     d.load_share_sum += share;
                     d.load_index_sum += load_index;
@@ -421,6 +427,7 @@ pub(super) fn simulate_replay(
         time: last_commit,
         rolled_back,
         deps,
+        violated,
     }
 }
 

@@ -418,7 +418,7 @@ fn a_load_that_violates_most_epochs_is_predicted_synchronized() {
     let e = reading_late(64, 10_000.0, 9_800.0, (load, store), None);
     let plain = simulate(&e, 2, &FREE);
     assert!(
-        synchronized(&plain, e.len()) == vec![load],
+        synchronized(&plain) == vec![load],
         "the first replay finds the load violating most epochs"
     );
     let sequential = 64.0 * 10_000.0;
