@@ -49,7 +49,7 @@ impl Loop {
         St: Fn(I::Item) -> S + Sync,
         Sp: Fn(S) -> Step<S, R> + Sync,
     {
-        let threads = self.threads.unwrap_or_else(|| env().threads);
+        let threads = self.threads.unwrap_or_else(crate::config::default_threads);
         if crate::epoch::current().is_some()
             || crate::escape::inside_escape()
             || inside_in_order_body()

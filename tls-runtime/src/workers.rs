@@ -17,7 +17,8 @@
 //!
 //! The workers start ahead of the first loop, when the program makes its first
 //! speculative container ([`prestart`]), or else when a loop needs them
-//! ([`ensure_workers`]).
+//! ([`ensure_workers`]); the thread that asks starts one, which starts the others
+//! (`start.rs`).
 //!
 //! Sleeping protocol (no lost wake-up): a worker about to park increments `sleepers`,
 //! then re-reads `generation` under `sleep_lock` and waits only if no job was published
@@ -26,12 +27,15 @@
 //! least one of them sees the other's write.
 
 mod affinity;
+mod start;
 
-use crate::config::{Mode, env};
+pub(crate) use start::{ensure_workers, prestart};
+
+use crate::config::env;
 use crate::sync::{self as model, lock_std};
-use affinity::{HomeSet, WorkerThread};
+use affinity::WorkerThread;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How many workers are inside a job: counted in under the pool's lock, counted out
@@ -100,7 +104,9 @@ struct Pool {
     sleepers: AtomicUsize,
     sleep_lock: Mutex<()>,
     wake: Condvar,
-    workers: Mutex<usize>,
+    /// Workers asked for, started, and whether a thread has the turn to start
+    /// them (`start.rs`).
+    starts: start::Starts,
     /// The workers' threads, for [`nudge_off_this_cpu`]: recorded by the thread
     /// that starts each, so that a worker not yet running can be moved too.
     threads: Mutex<Vec<WorkerThread>>,
@@ -116,107 +122,9 @@ fn pool() -> &'static Pool {
         sleepers: AtomicUsize::new(0),
         sleep_lock: Mutex::new(()),
         wake: Condvar::new(),
-        workers: Mutex::new(0),
+        starts: start::Starts::new(),
         threads: Mutex::new(Vec::new()),
     })
-}
-
-/// Makes sure at least `n` workers exist.
-pub(crate) fn ensure_workers(n: usize) {
-    spawn_workers(n, 0, None);
-}
-
-/// Spawns workers until `n` exist; the first one spawned, if any, goes on to spawn
-/// workers until `then` exist before it looks for work (so that the calling thread
-/// pays for one thread start, not for all of them). Each new worker takes the CPU
-/// set `home` (that of the program's thread that asked for workers; `None`: this
-/// thread's, read only if a worker is to start, since every loop calls this) as it
-/// starts:
-/// one started by a worker while a nudge had that worker narrowed would otherwise
-/// keep the narrowed set for good.
-fn spawn_workers(n: usize, then: usize, mut home: Option<HomeSet>) {
-    let p = pool();
-    let mut count = lock_std(&p.workers);
-    let started = *count;
-    while *count < n {
-        let id = *count;
-        let then = if id + 1 == n { then } else { 0 };
-        let home = *home.get_or_insert_with(HomeSet::of_this_thread);
-        let waiting = Arc::new(AtomicBool::new(true));
-        let running = Arc::clone(&waiting);
-        let spawned = std::thread::Builder::new()
-            .name(format!("tls-worker-{id}"))
-            .spawn(move || {
-                home.apply_to_this_thread();
-                running.store(false, Ordering::Relaxed);
-                if then > 0 {
-                    spawn_workers(then, 0, Some(home));
-                }
-                if id == 0 {
-                    // The first worker starts the process's zombie watchdog (after
-                    // the other workers, which loops wait for), so that no loop's
-                    // caller pays for a thread start.
-                    crate::scheduler::watchdog();
-                }
-                worker_main(pool(), &running)
-            });
-        let handle = match spawned {
-            Ok(handle) => handle,
-            Err(_) => {
-                // Fewer workers only means less parallelism; the caller runs epochs
-                // itself.
-                if id == 0 {
-                    crate::scheduler::watchdog();
-                }
-                break;
-            }
-        };
-        // The handle is dropped (the worker is detached); its pthread_t stays
-        // valid while the thread runs, and a worker runs until the process ends.
-        lock_std(&p.threads).push(WorkerThread {
-            home,
-            #[cfg(target_os = "linux")]
-            thread: std::os::unix::thread::JoinHandleExt::as_pthread_t(&handle),
-            waiting,
-        });
-        drop(handle);
-        *count += 1;
-    }
-    if *count > started {
-        drop(count);
-        // A new thread is queued on its parent's CPU, and when the parent keeps
-        // that CPU busy (a loop's caller running epochs, a program making its
-        // data) it waits there until the kernel's balancing moves it,
-        // milliseconds on. On the 2-core development machine a worker started
-        // right before a loop joined it 0.5-1 ms late about one time in three.
-        nudge_waiting_off_this_cpu();
-    }
-}
-
-/// Starts the workers that a loop with the default thread count wants, ahead of the
-/// first loop: called when the program makes a speculative container outside any
-/// loop, which it does before it runs a loop over it.
-///
-/// Started by the first loop instead, a worker arrives late: on the 2-core
-/// development machine starting a thread costs its caller 0.15 to 0.3 ms, and the
-/// new thread first runs 0.05 to 0.2 ms after that, all inside the first run (with
-/// data made right before a loop of 1.7 ms, its first run took 1.9 ms at the median
-/// of 15 processes). Started here, a worker spins for `TLS_SPIN_US` like one that
-/// has just left a loop, so that a loop that follows at once finds it awake, then
-/// parks like one between loops. The calling thread pays for starting one thread;
-/// that one starts the others. Nothing starts in
-/// `TLS_MODE=sequential` or `profile` or with `TLS_THREADS=1`, where no loop would
-/// use a worker.
-pub(crate) fn prestart() {
-    static ASKED: AtomicBool = AtomicBool::new(false);
-    if ASKED.load(Ordering::Relaxed) || ASKED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let e = env();
-    let wanted = e.threads.saturating_sub(1);
-    if e.mode == Mode::Parallel && wanted > 0 {
-        spawn_workers(1, wanted, None);
-    }
 }
 
 /// A job published to the pool; it must be retired before the job goes away.
@@ -371,6 +279,9 @@ fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
             backoff(&mut spins);
             continue;
         }
+        // An idle worker starts the zombie watchdog if a loop may need it: one
+        // whose caller holds the zombie has no other thread committing.
+        crate::scheduler::watch_if_violated();
         let seen = p.generation.load(Ordering::SeqCst);
         p.sleepers.fetch_add(1, Ordering::SeqCst);
         {
@@ -451,12 +362,12 @@ mod tests {
     fn a_container_made_outside_a_loop_starts_the_workers() {
         let _data = crate::Spec::new(0u8);
         let e = env();
-        if e.mode != Mode::Parallel || e.threads < 2 {
+        if e.mode != crate::config::Mode::Parallel || crate::config::default_threads() < 2 {
             return; // no loop would use a worker: none is started
         }
         // The first worker starts the others, in the background.
         let t = Instant::now();
-        while *lock_std(&pool().workers) < e.threads - 1 {
+        while pool().starts.started() < crate::config::default_threads() - 1 {
             assert!(t.elapsed() < Duration::from_secs(30), "workers not started");
             std::thread::yield_now();
         }

@@ -117,6 +117,7 @@ impl EpochSlot {
             self.has_cause.store(true, Ordering::Relaxed);
         }
         self.rollback_to.fetch_min(segment, Ordering::AcqRel);
+        crate::scheduler::note_violation();
     }
 }
 
@@ -200,6 +201,7 @@ impl EpochRing {
             let tag = slot.tag.load(Ordering::Acquire);
             if serial_of(tag) == serial && index_of(tag) > index {
                 slot.rollback_to.fetch_min(0, Ordering::AcqRel);
+                crate::scheduler::note_violation();
             }
         }
     }

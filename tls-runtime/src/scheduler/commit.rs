@@ -50,6 +50,9 @@ where
     /// Commits epochs from the watermark on for as long as they have finished.
     pub(super) fn commit_chain(&self, ts: &mut ThreadStats, votes: &mut Votes) {
         loop {
+            // After an epoch that violated another commits, a zombie can hold up
+            // the loop: have the watchdog running by then.
+            super::watch_if_violated();
             if self.stop.load(Ordering::Acquire) != NO_STOP {
                 return;
             }

@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use work::DoneSlot;
-pub(crate) use zombie::{Board, watchdog};
+pub(crate) use zombie::{Board, note_violation, watch_if_violated};
 
 pub(crate) type Payload = Box<dyn Any + Send>;
 

@@ -8,8 +8,13 @@
 //! runtime can do is make the wait loud, whichever thread the zombie holds: the loop's
 //! caller, a worker, or all of them.
 //!
-//! So no participant watches: a *watchdog* thread of the process does, started by the
-//! pool's first worker (so that no loop's caller pays for starting it). Each running loop shows it a [`Board`] (its commit
+//! So no participant watches: a *watchdog* thread of the process does. Only a violated
+//! or squashed epoch can be a zombie, so the watchdog starts after the process's first
+//! violation ([`note_violation`]): at the next commit (the epoch that violated
+//! another commits before that one is the oldest and can hold the loop up) or when a
+//! worker goes idle ([`watch_if_violated`]). Started with the workers instead, its
+//! thread start (0.1 ms on the 2-core development machine) fell in the first loop of
+//! every process. Each running loop shows it a [`Board`] (its commit
 //! watermark, its epoch ring, its name) through its entry in `live_loops`; every
 //! [`PERIOD`] (or a quarter of `TLS_ZOMBIE_WARN_MS`, if shorter) the watchdog looks at
 //! each loop's oldest uncommitted epoch. Once that epoch has stayed violated for
@@ -36,7 +41,7 @@ use crate::live_loops;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the watchdog looks at the running loops, at most.
@@ -85,17 +90,34 @@ impl Board {
     }
 }
 
+/// Whether an epoch of this process was ever violated or squashed.
+static VIOLATED: AtomicBool = AtomicBool::new(false);
+
+/// An epoch was violated or squashed: a zombie may follow. Called where a rollback
+/// target is lowered; costs a load after the first time.
+#[inline]
+pub(crate) fn note_violation() {
+    if !VIOLATED.load(Ordering::Relaxed) {
+        VIOLATED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Starts the watchdog if an epoch was ever violated (a load when not, or once
+/// started). Called by a thread about to commit, or going idle.
+#[inline]
+pub(crate) fn watch_if_violated() {
+    if VIOLATED.load(Ordering::Relaxed) {
+        watchdog();
+    }
+}
+
 /// Starts the watchdog once per process (not in the loom models, which run no loop).
 #[cfg(loom)]
-pub(crate) fn watchdog() {}
+fn watchdog() {}
 
-/// Starts the watchdog once per process. The pool's first worker calls this as it
-/// starts (`workers.rs`), or the thread that failed to start that worker: starting a
-/// thread costs its caller hundreds of microseconds on a small machine, which must
-/// not fall in a program's first loop. Every speculative loop has made sure of a
-/// worker before it runs.
+/// Starts the watchdog once per process.
 #[cfg(not(loom))]
-pub(crate) fn watchdog() {
+fn watchdog() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
         let spawned = std::thread::Builder::new()

@@ -1,0 +1,215 @@
+//! Starting the pool's workers so that the thread that asks for them pays for one
+//! thread start, not one per worker, and never waits for starts made elsewhere.
+//!
+//! The thread that asks is a program's: the one that makes the first speculative
+//! container (right before its first loop, often) or a loop's caller. On the 2-core
+//! development machine, in a fresh process, starting a thread cost its caller 0.05 to
+//! 0.15 ms, and moving it off the caller's CPU another 0.05 ms; a loop of a few
+//! milliseconds that paid for several starts, or waited while another thread made
+//! them, ran its first time 20-30% slower than later.
+//!
+//! Whoever asks raises `wanted`. The thread holding the *turn* starts workers until
+//! `started` reaches `wanted`: a program's thread starts one and hands the turn to
+//! it; a worker starts all that are missing, gives the turn back, and looks again,
+//! since a thread that asked for more meanwhile found the turn taken and left the
+//! starting to its holder. (`wanted` and `turn` are `SeqCst`: of the asker's raise
+//! then look at the turn, and the holder's give-back then look at `wanted`, one sees
+//! the other's write.) A loop does not wait for the workers it asked for: it runs
+//! epochs on its own thread and on the workers that are there, and the others join
+//! as they arrive.
+
+use super::affinity::{HomeSet, WorkerThread};
+use super::{Pool, nudge_waiting_off_this_cpu, pool, worker_main};
+use crate::config::{Mode, env};
+use crate::sync::lock_std;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+/// The pool's record of its workers' starts.
+pub(super) struct Starts {
+    /// Workers asked for (the most any caller asked).
+    wanted: AtomicUsize,
+    /// Workers started (only the turn's holder changes it).
+    started: AtomicUsize,
+    /// Whether a thread holds the turn to start workers.
+    turn: AtomicBool,
+}
+
+impl Starts {
+    pub(super) fn new() -> Self {
+        Starts {
+            wanted: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            turn: AtomicBool::new(false),
+        }
+    }
+
+    /// Workers started so far (some may not run yet).
+    #[cfg(test)]
+    pub(super) fn started(&self) -> usize {
+        self.started.load(SeqCst)
+    }
+
+    /// Takes the turn if nobody holds it.
+    fn take_turn(&self) -> bool {
+        !self.turn.swap(true, SeqCst)
+    }
+
+    fn missing(&self) -> bool {
+        self.started.load(SeqCst) < self.wanted.load(SeqCst)
+    }
+}
+
+/// Makes sure that `n` workers exist or are being started; returns at once when `n`
+/// or more were asked for before.
+pub(crate) fn ensure_workers(n: usize) {
+    let p = pool();
+    // Every loop asks: a plain read first, so that the usual case writes nothing.
+    if p.starts.wanted.load(SeqCst) >= n || p.starts.wanted.fetch_max(n, SeqCst) >= n {
+        return;
+    }
+    if p.starts.take_turn() {
+        start_workers(p, HomeSet::of_this_thread(), Holder::Program, false);
+    }
+}
+
+/// Starts the workers that a loop with the default thread count wants, ahead of the
+/// first loop: called when the program makes a speculative container outside any
+/// loop, which it does before it runs a loop over it.
+///
+/// Started by the first loop instead, a worker arrives late: the start costs the
+/// loop's caller, and the new thread first runs 0.05 to 0.2 ms after it (with data
+/// made right before a loop of 1.7 ms, its first run took 1.9 ms at the median of
+/// 15 processes). Started here, a worker spins for `TLS_SPIN_US` like one that has
+/// just left a loop, so that a loop that follows at once finds it awake, then parks
+/// like one between loops. With the default thread count the first worker reads the
+/// core count ([`crate::config::cores`], slow) and starts the others, unless a loop
+/// has already asked for its own workers. Nothing starts
+/// in `TLS_MODE=sequential` or `profile`, with `TLS_THREADS=1`, or on a thread that
+/// may run on one CPU only, where no loop would use a worker.
+pub(crate) fn prestart() {
+    static ASKED: AtomicBool = AtomicBool::new(false);
+    if ASKED.load(SeqCst) || ASKED.swap(true, SeqCst) {
+        return;
+    }
+    let e = env();
+    if e.mode != Mode::Parallel {
+        return;
+    }
+    match e.threads {
+        Some(threads) => {
+            if threads > 1 {
+                ensure_workers(threads - 1);
+            }
+        }
+        None => {
+            let home = HomeSet::of_this_thread();
+            if home.cpus().is_some_and(|n| n < 2) {
+                return;
+            }
+            let p = pool();
+            if p.starts.wanted.fetch_max(1, SeqCst) == 0 && p.starts.take_turn() {
+                start_workers(p, home, Holder::Program, true);
+            }
+        }
+    }
+}
+
+/// Who holds the turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// A program's thread: starts one worker and hands it the turn.
+    Program,
+    /// A worker: starts all that are missing.
+    Worker,
+}
+
+/// Starts workers while this thread holds the turn (see the module's docs). Each
+/// takes the CPU set `home` (that of the program's thread that asked) as it starts:
+/// one started by a worker while a nudge had that worker narrowed would otherwise
+/// keep the narrowed set for good. `size_by_cores`: the first worker raises
+/// `wanted` to the default thread count (less the caller) before it goes on.
+fn start_workers(p: &'static Pool, home: HomeSet, holder: Holder, size_by_cores: bool) {
+    loop {
+        let mut any = false;
+        while p.starts.missing() {
+            let id = p.starts.started.load(SeqCst);
+            // Counted before the start: the new worker may take over the turn
+            // before this thread goes on.
+            p.starts.started.store(id + 1, SeqCst);
+            let hand_over = holder == Holder::Program;
+            if !start_one(p, id, home, hand_over, size_by_cores) {
+                p.starts.started.store(id, SeqCst);
+                // Fewer workers only means less parallelism: loops run epochs on
+                // their own thread. The next to ask tries again.
+                if any {
+                    nudge_waiting_off_this_cpu();
+                }
+                p.starts.turn.store(false, SeqCst);
+                return;
+            }
+            any = true;
+            if hand_over {
+                // The new worker holds the turn now.
+                nudge_waiting_off_this_cpu();
+                return;
+            }
+        }
+        if any {
+            // A new thread is queued on its parent's CPU, and when the parent keeps
+            // that CPU busy (a loop's caller running epochs, a program making its
+            // data) it waits there until the kernel's balancing moves it,
+            // milliseconds on. On the 2-core development machine a worker started
+            // right before a loop joined it 0.5-1 ms late about one time in three.
+            nudge_waiting_off_this_cpu();
+        }
+        p.starts.turn.store(false, SeqCst);
+        if !p.starts.missing() || !p.starts.take_turn() {
+            return;
+        }
+    }
+}
+
+/// Starts worker `id`; `hand_over`: it takes over the turn (this thread holds it),
+/// and, with `size_by_cores`, first asks for the default thread count's workers.
+/// Whether the thread started.
+fn start_one(
+    p: &'static Pool,
+    id: usize,
+    home: HomeSet,
+    hand_over: bool,
+    size_by_cores: bool,
+) -> bool {
+    let waiting = Arc::new(AtomicBool::new(true));
+    let running = Arc::clone(&waiting);
+    let starter_cpu = super::affinity::this_cpu();
+    let spawned = std::thread::Builder::new()
+        .name(format!("tls-worker-{id}"))
+        .spawn(move || {
+            home.apply_to_this_thread(starter_cpu);
+            running.store(false, SeqCst);
+            if hand_over {
+                let p = pool();
+                // Unless a loop already runs (it asked for its own workers, and
+                // wants this one at work rather than reading cgroup files).
+                if size_by_cores && p.published.load(SeqCst) == 0 {
+                    let n = crate::config::default_threads().saturating_sub(1);
+                    p.starts.wanted.fetch_max(n, SeqCst);
+                }
+                start_workers(p, home, Holder::Worker, false);
+            }
+            worker_main(pool(), &running)
+        });
+    let Ok(handle) = spawned else {
+        return false;
+    };
+    // The handle is dropped (the worker is detached); its pthread_t stays valid
+    // while the thread runs, and a worker runs until the process ends.
+    lock_std(&p.threads).push(WorkerThread {
+        home,
+        #[cfg(target_os = "linux")]
+        thread: std::os::unix::thread::JoinHandleExt::as_pthread_t(&handle),
+        waiting,
+    });
+    true
+}
