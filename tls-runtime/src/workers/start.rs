@@ -139,9 +139,11 @@ fn start_workers(p: &'static Pool, home: HomeSet, holder: Holder, size_by_cores:
             p.starts.started.store(id + 1, SeqCst);
             let hand_over = holder == Holder::Program;
             if !start_one(p, id, home, hand_over, size_by_cores) {
-                p.starts.started.store(id, SeqCst);
                 // Fewer workers only means less parallelism: loops run epochs on
-                // their own thread. The next to ask tries again.
+                // their own thread. Asked for no further than started, so that the
+                // next to ask for more tries again.
+                p.starts.started.store(id, SeqCst);
+                p.starts.wanted.fetch_min(id, SeqCst);
                 if any {
                     nudge_waiting_off_this_cpu();
                 }
