@@ -28,6 +28,7 @@
 //!   milliseconds; see `LoopReport::stuck_zombies`).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How loops run, from `TLS_MODE`.
@@ -165,8 +166,20 @@ pub fn default_threads() -> usize {
 }
 
 /// The number of cores the process may use (its CPU set, and its cgroup's CPU
-/// quota), read once.
+/// quota), read once and kept.
+///
+/// Not a `OnceLock`: the pool's first worker reads it in the background, and a
+/// thread that needs it meanwhile reads it too rather than waiting for that worker
+/// (a child forked while the worker was inside a `OnceLock`'s initializer waited
+/// for ever: the worker does not exist in the child).
 pub(crate) fn cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    static CORES: AtomicUsize = AtomicUsize::new(0);
+    match CORES.load(Ordering::Relaxed) {
+        0 => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            CORES.store(n, Ordering::Relaxed);
+            n
+        }
+        n => n,
+    }
 }

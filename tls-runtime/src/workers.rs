@@ -275,13 +275,13 @@ fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
             spins = 0;
             continue;
         }
+        // An idle worker starts the zombie watchdog if a loop may need it: one
+        // whose caller holds the zombie has no other thread committing.
+        crate::scheduler::watch_if_violated();
         if idle_since.elapsed() < env().spin_after {
             backoff(&mut spins);
             continue;
         }
-        // An idle worker starts the zombie watchdog if a loop may need it: one
-        // whose caller holds the zombie has no other thread committing.
-        crate::scheduler::watch_if_violated();
         let seen = p.generation.load(Ordering::SeqCst);
         p.sleepers.fetch_add(1, Ordering::SeqCst);
         {

@@ -24,6 +24,9 @@ fn a_zombie_stuck_in_plain_code_is_named_counted_and_then_rolled_back() {
     // SAFETY: no other thread of this process exists yet, and nothing reads the
     // environment concurrently (this binary's only test sets it first thing).
     unsafe { std::env::set_var("TLS_ZOMBIE_WARN_MS", "100") };
+    // First: the process's first violation, by plain code (the watchdog starts
+    // only after a violation, and here no commit follows it).
+    named_after_plain_code_changed_what_it_read();
     // 4 items: the caller waits for the loop to settle; 12: it waits on a full window
     // of epochs in flight (two threads, four each), held up by the zombie.
     for n in [4usize, 12] {
@@ -138,4 +141,83 @@ fn named_once(n: usize) {
         named, 1,
         "{n} items: no attempt had the caller wait on a stuck zombie"
     );
+}
+
+/// Spins until `flag` is set, for at most `ms` milliseconds; whether it was set.
+fn spin_until(flag: &AtomicBool, ms: u64) -> bool {
+    let t = std::time::Instant::now();
+    while !flag.load(Ordering::Acquire) {
+        if t.elapsed() > Duration::from_millis(ms) {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
+}
+
+/// The zombie on the caller, violated by a plain thread's write (outside any loop):
+/// no commit follows the violation, and the worker has nothing to do, so the
+/// watchdog must start from the violation itself, on time. The process's first
+/// violation: each attempt that does not place the zombie has none.
+fn named_after_plain_code_changed_what_it_read() {
+    let on_worker = || {
+        std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("tls-worker"))
+    };
+    for attempt in 0..40 {
+        let ready = Spec::new(false);
+        let out = SpecVec::from(vec![0u64; 3]);
+        let (release, stuck) = (AtomicBool::new(false), AtomicBool::new(false));
+        let (worker_in, caller_in) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = std::time::Instant::now();
+                while !stuck.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(3) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if stuck.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(5));
+                    ready.set(true); // plain code: violates the epoch that read it
+                    std::thread::sleep(Duration::from_millis(600));
+                }
+                release.store(true, Ordering::Release);
+            });
+            // Epoch 0 on the caller waits for the worker to hold epoch 1, which
+            // waits for the caller to be in epoch 2: epoch 2 then runs on the
+            // caller and, once stuck, is the oldest left.
+            Loop::new().threads(2).chunk(1).run(0..3usize, |i| {
+                match i {
+                    0 => {
+                        spin_until(&worker_in, 2000);
+                    }
+                    1 => {
+                        if on_worker() {
+                            worker_in.store(true, Ordering::Release);
+                            spin_until(&caller_in, 2000);
+                        }
+                    }
+                    _ => {
+                        let seen = ready.get();
+                        if !on_worker() && !stuck.load(Ordering::Acquire) {
+                            caller_in.store(true, Ordering::Release);
+                            if !seen {
+                                stuck.store(true, Ordering::Release);
+                                wait_for(&release);
+                            }
+                        }
+                        out.set(2, u64::from(seen));
+                    }
+                }
+                Control::<()>::Continue
+            });
+        });
+        let report = tls_runtime::last_report().expect("a report");
+        if stuck.load(Ordering::Acquire) {
+            assert_eq!(out.into_vec(), [0, 0, 1], "attempt {attempt}");
+            assert_eq!(report.stuck_zombies, 1, "attempt {attempt}: {report}");
+            return;
+        }
+    }
+    panic!("no attempt had the zombie on the calling thread");
 }

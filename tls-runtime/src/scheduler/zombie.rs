@@ -97,13 +97,17 @@ static VIOLATED: AtomicBool = AtomicBool::new(false);
 /// target is lowered; costs a load after the first time.
 #[inline]
 pub(crate) fn note_violation() {
-    if !VIOLATED.load(Ordering::Relaxed) {
-        VIOLATED.store(true, Ordering::Relaxed);
+    if !VIOLATED.load(Ordering::Relaxed) && !VIOLATED.swap(true, Ordering::Relaxed) {
+        // Parked workers look again: a violation by plain code (outside any loop)
+        // is followed by no commit, and a loop whose caller holds the zombie may
+        // have no other thread at work.
+        #[cfg(not(loom))]
+        crate::workers::wake();
     }
 }
 
 /// Starts the watchdog if an epoch was ever violated (a load when not, or once
-/// started). Called by a thread about to commit, or going idle.
+/// started). Called by a thread about to commit, and by idle workers.
 #[inline]
 pub(crate) fn watch_if_violated() {
     if VIOLATED.load(Ordering::Relaxed) {
