@@ -1,4 +1,5 @@
-//! Loom models of the violation-detection race and of the commit hand-off.
+//! Loom models of the violation-detection race, of the commit hand-off, and of the
+//! turn protocol by which the workers are started.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tls-runtime --lib --release loom`.
 //! Each model runs the real `Slot` and `EpochRing` code (their atomics, lock and cells
@@ -212,4 +213,69 @@ fn loom_a_worker_leaving_while_another_enters_is_counted() {
         o.leave();
         assert_eq!(o.inside(), 0);
     });
+}
+
+/// The turn protocol of the workers' starts (`workers/start.rs`), with a worker
+/// start that records the worker and, when it hands the turn over, runs the turn
+/// on a new thread as a started worker does.
+mod worker_starts {
+    use crate::workers::Starts;
+    use loom::sync::{Arc, Mutex};
+    use loom::thread::JoinHandle;
+
+    struct Model {
+        starts: Starts,
+        /// The ids of the workers started, in order.
+        ids: Mutex<Vec<usize>>,
+        /// Threads that took the turn over.
+        taken_over: Mutex<Vec<JoinHandle<()>>>,
+    }
+
+    fn start(m: &Arc<Model>, id: usize, hand_over: bool) -> bool {
+        m.ids.lock().unwrap().push(id);
+        if hand_over {
+            let m2 = Arc::clone(m);
+            let h = loom::thread::spawn(move || {
+                m2.starts.run_turn(false, &mut |id, h| start(&m2, id, h));
+            });
+            m.taken_over.lock().unwrap().push(h);
+        }
+        true
+    }
+
+    fn ask(m: &Arc<Model>, n: usize) {
+        if m.starts.ask(n) {
+            m.starts.run_turn(true, &mut |id, h| start(m, id, h));
+        }
+    }
+
+    /// Two program threads ask at once (for 1 and 2 workers): every ask is met
+    /// (once the threads that took the turn over are done, the most asked for have
+    /// started), no worker is started twice, and the turn is free again.
+    #[test]
+    fn loom_every_ask_for_workers_is_met_once() {
+        loom::model(|| {
+            let m = Arc::new(Model {
+                starts: Starts::new(),
+                ids: Mutex::new(Vec::new()),
+                taken_over: Mutex::new(Vec::new()),
+            });
+            let other = {
+                let m = Arc::clone(&m);
+                loom::thread::spawn(move || ask(&m, 1))
+            };
+            ask(&m, 2);
+            other.join().unwrap();
+            loop {
+                let Some(h) = m.taken_over.lock().unwrap().pop() else {
+                    break;
+                };
+                h.join().unwrap();
+            }
+            assert_eq!(*m.ids.lock().unwrap(), [0, 1]);
+            assert_eq!(m.starts.started(), 2);
+            // A later ask for no more starts nothing and takes no turn.
+            assert!(!m.starts.ask(2));
+        });
+    }
 }

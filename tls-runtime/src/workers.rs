@@ -26,9 +26,15 @@
 //! any, notifies under `sleep_lock`. Both sides use `SeqCst` on these two words, so at
 //! least one of them sees the other's write.
 
+// The loom models start no workers (they model `start::Starts` alone).
+#[cfg_attr(loom, allow(dead_code))]
 mod affinity;
+#[cfg_attr(loom, allow(dead_code))]
 mod start;
 
+#[cfg(all(loom, test))]
+pub(crate) use start::Starts;
+#[cfg_attr(loom, allow(unused_imports))]
 pub(crate) use start::{ensure_workers, prestart};
 
 use crate::config::env;

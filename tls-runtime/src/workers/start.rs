@@ -12,42 +12,52 @@
 //! `started` reaches `wanted`: a program's thread starts one and hands the turn to
 //! it; a worker starts all that are missing, gives the turn back, and looks again,
 //! since a thread that asked for more meanwhile found the turn taken and left the
-//! starting to its holder. (`wanted` and `turn` are `SeqCst`: of the asker's raise
-//! then look at the turn, and the holder's give-back then look at `wanted`, one sees
-//! the other's write.) A loop does not wait for the workers it asked for: it runs
+//! starting to its holder (`Starts::run_turn` says why neither can miss the other;
+//! `loom_tests.rs` checks it). A loop does not wait for the workers it asked for: it runs
 //! epochs on its own thread and on the workers that are there, and the others join
 //! as they arrive.
 
 use super::affinity::{HomeSet, WorkerThread};
 use super::{Pool, nudge_waiting_off_this_cpu, pool, worker_main};
 use crate::config::{Mode, env};
-use crate::sync::lock_std;
+use crate::sync::{self as model, lock_std};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
-/// The pool's record of its workers' starts.
-pub(super) struct Starts {
+/// The pool's record of its workers' starts: the protocol of the module's docs,
+/// apart from how a worker is started (so that `loom_tests.rs` can model it).
+pub(crate) struct Starts {
     /// Workers asked for (the most any caller asked).
-    wanted: AtomicUsize,
+    wanted: model::AtomicUsize,
     /// Workers started (only the turn's holder changes it).
-    started: AtomicUsize,
+    started: model::AtomicUsize,
     /// Whether a thread holds the turn to start workers.
-    turn: AtomicBool,
+    turn: model::AtomicBool,
 }
 
 impl Starts {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Starts {
-            wanted: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
-            turn: AtomicBool::new(false),
+            wanted: model::AtomicUsize::new(0),
+            started: model::AtomicUsize::new(0),
+            turn: model::AtomicBool::new(false),
         }
     }
 
     /// Workers started so far (some may not run yet).
-    #[cfg(test)]
-    pub(super) fn started(&self) -> usize {
+    #[cfg(any(test, loom))]
+    pub(crate) fn started(&self) -> usize {
         self.started.load(SeqCst)
+    }
+
+    /// Asks for `n` workers; whether this thread took the turn to start them
+    /// (then it must call [`Starts::run_turn`]). Every loop asks: a plain read
+    /// first, so that the usual case writes nothing.
+    pub(crate) fn ask(&self, n: usize) -> bool {
+        if self.wanted.load(SeqCst) >= n || self.wanted.fetch_max(n, SeqCst) >= n {
+            return false;
+        }
+        self.take_turn()
     }
 
     /// Takes the turn if nobody holds it.
@@ -58,18 +68,59 @@ impl Starts {
     fn missing(&self) -> bool {
         self.started.load(SeqCst) < self.wanted.load(SeqCst)
     }
+
+    /// Run by the turn's holder: starts workers, `start(id, hand_over)` each,
+    /// until as many as wanted have started. A program's thread (`program`)
+    /// starts one with `hand_over` set, which takes over the turn; a worker starts
+    /// all that are missing, gives the turn back, and looks again. `start` says
+    /// whether the worker started: if not, the turn is given back with `wanted`
+    /// lowered to the workers started, so that the next ask tries again. Returns
+    /// how many this call started.
+    pub(crate) fn run_turn(
+        &self,
+        program: bool,
+        start: &mut dyn FnMut(usize, bool) -> bool,
+    ) -> usize {
+        let mut count = 0;
+        loop {
+            while self.missing() {
+                let id = self.started.load(SeqCst);
+                // Counted before the start: a worker handed the turn may go on
+                // before this thread does.
+                self.started.store(id + 1, SeqCst);
+                if !start(id, program) {
+                    self.started.store(id, SeqCst);
+                    self.wanted.fetch_min(id, SeqCst);
+                    self.turn.store(false, SeqCst);
+                    return count;
+                }
+                count += 1;
+                if program {
+                    return count;
+                }
+            }
+            // Given back, then `wanted` read, both as read-modify-writes (as the
+            // asker's raise and take are): if this read comes before the asker's
+            // raise on `wanted`, the raise synchronizes with it, so the asker's
+            // take comes after the give-back and finds the turn free; if after,
+            // it sees the raise. (With a plain store and load here, each side
+            // could miss the other's write but for SeqCst's total order, which
+            // the loom model cannot check.)
+            self.turn.swap(false, SeqCst);
+            let wanted = self.wanted.fetch_add(0, SeqCst);
+            if self.started.load(SeqCst) >= wanted || !self.take_turn() {
+                return count;
+            }
+        }
+    }
 }
 
 /// Makes sure that `n` workers exist or are being started; returns at once when `n`
 /// or more were asked for before.
 pub(crate) fn ensure_workers(n: usize) {
     let p = pool();
-    // Every loop asks: a plain read first, so that the usual case writes nothing.
-    if p.starts.wanted.load(SeqCst) >= n || p.starts.wanted.fetch_max(n, SeqCst) >= n {
-        return;
-    }
-    if p.starts.take_turn() {
-        start_workers(p, HomeSet::of_this_thread(), Holder::Program, false);
+    if p.starts.ask(n) {
+        start_workers(p, HomeSet::of_this_thread(), true, false);
     }
 }
 
@@ -108,67 +159,30 @@ pub(crate) fn prestart() {
                 return;
             }
             let p = pool();
-            if p.starts.wanted.fetch_max(1, SeqCst) == 0 && p.starts.take_turn() {
-                start_workers(p, home, Holder::Program, true);
+            if p.starts.ask(1) {
+                start_workers(p, home, true, true);
             }
         }
     }
 }
 
-/// Who holds the turn.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Holder {
-    /// A program's thread: starts one worker and hands it the turn.
-    Program,
-    /// A worker: starts all that are missing.
-    Worker,
-}
-
-/// Starts workers while this thread holds the turn (see the module's docs). Each
-/// takes the CPU set `home` (that of the program's thread that asked) as it starts:
-/// one started by a worker while a nudge had that worker narrowed would otherwise
-/// keep the narrowed set for good. `size_by_cores`: the first worker raises
-/// `wanted` to the default thread count (less the caller) before it goes on.
-fn start_workers(p: &'static Pool, home: HomeSet, holder: Holder, size_by_cores: bool) {
-    loop {
-        let mut any = false;
-        while p.starts.missing() {
-            let id = p.starts.started.load(SeqCst);
-            // Counted before the start: the new worker may take over the turn
-            // before this thread goes on.
-            p.starts.started.store(id + 1, SeqCst);
-            let hand_over = holder == Holder::Program;
-            if !start_one(p, id, home, hand_over, size_by_cores) {
-                // Fewer workers only means less parallelism: loops run epochs on
-                // their own thread. Asked for no further than started, so that the
-                // next to ask for more tries again.
-                p.starts.started.store(id, SeqCst);
-                p.starts.wanted.fetch_min(id, SeqCst);
-                if any {
-                    nudge_waiting_off_this_cpu();
-                }
-                p.starts.turn.store(false, SeqCst);
-                return;
-            }
-            any = true;
-            if hand_over {
-                // The new worker holds the turn now.
-                nudge_waiting_off_this_cpu();
-                return;
-            }
-        }
-        if any {
-            // A new thread is queued on its parent's CPU, and when the parent keeps
-            // that CPU busy (a loop's caller running epochs, a program making its
-            // data) it waits there until the kernel's balancing moves it,
-            // milliseconds on. On the 2-core development machine a worker started
-            // right before a loop joined it 0.5-1 ms late about one time in three.
-            nudge_waiting_off_this_cpu();
-        }
-        p.starts.turn.store(false, SeqCst);
-        if !p.starts.missing() || !p.starts.take_turn() {
-            return;
-        }
+/// Starts workers while this thread holds the turn ([`Starts::run_turn`];
+/// `program`: this is a program's thread, which starts one). Each takes the CPU set
+/// `home` (that of the program's thread that asked) as it starts: one started by a
+/// worker while a nudge had that worker narrowed would otherwise keep the narrowed
+/// set for good. `size_by_cores`: the first worker raises `wanted` to the default
+/// thread count (less the caller) before it goes on.
+fn start_workers(p: &'static Pool, home: HomeSet, program: bool, size_by_cores: bool) {
+    let started = p.starts.run_turn(program, &mut |id, hand_over| {
+        start_one(p, id, home, hand_over, size_by_cores)
+    });
+    if started > 0 {
+        // A new thread is queued on its parent's CPU, and when the parent keeps
+        // that CPU busy (a loop's caller running epochs, a program making its
+        // data) it waits there until the kernel's balancing moves it,
+        // milliseconds on. On the 2-core development machine a worker started
+        // right before a loop joined it 0.5-1 ms late about one time in three.
+        nudge_waiting_off_this_cpu();
     }
 }
 
@@ -198,7 +212,7 @@ fn start_one(
                     let n = crate::config::default_threads().saturating_sub(1);
                     p.starts.wanted.fetch_max(n, SeqCst);
                 }
-                start_workers(p, home, Holder::Worker, false);
+                start_workers(p, home, false, false);
             }
             worker_main(pool(), &running)
         });
