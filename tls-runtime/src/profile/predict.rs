@@ -83,17 +83,6 @@ pub(super) fn predict_chunked(
         // refine the prediction for the chunk chosen, and only where a dependence
         // makes timing matter (without one, replays differ by their lengths alone).
         let sim = simulate(&epochs, threads, costs);
-        let zz = std::env::var("ZZ").is_ok() && threads == 2;
-        if zz {
-            eprintln!(
-                "ZZ c {} epochs {} rb {} deps {} time {:.0}",
-                c,
-                epochs.len(),
-                sim.rolled_back,
-                sim.deps.len(),
-                sim.time
-            );
-        }
         if chunk.is_none() && c > 1 && halve_chunk(sim.rolled_back as u64, epochs.len() as u64) {
             c /= 2;
             continue;
@@ -102,9 +91,6 @@ pub(super) fn predict_chunked(
             // No epoch violated: the runtime lengthens its epochs to the quiet
             // target, and keeps them there while none is violated.
             let quiet = auto(true);
-            if zz {
-                eprintln!("ZZ quiet {}", quiet);
-            }
             if chunk.is_none() && quiet > c {
                 let longer = simulate(&chunked(items, quiet, balanced), threads, costs);
                 if longer.deps.is_empty() {
@@ -114,9 +100,6 @@ pub(super) fn predict_chunked(
             return sim;
         }
         let synced = synchronized(&sim);
-        if zz {
-            eprintln!("ZZ synced {}", synced.len());
-        }
         if synced.is_empty() {
             return simulate_varied(sim, &epochs, threads, costs, &[]);
         }
