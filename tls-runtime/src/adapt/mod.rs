@@ -49,7 +49,9 @@ mod window;
 
 pub use site::LoopSite;
 pub(crate) use site::{HeldBack, site_for};
-pub(crate) use synced::{SYNC_AFTER, SYNC_DENSITY, SyncedLoads, wait_until_homefree};
+#[cfg(test)]
+pub(crate) use synced::SYNC_AFTER;
+pub(crate) use synced::{Stretch, SyncedLoads, wait_until_homefree};
 pub(crate) use votes::Votes;
 pub(crate) use window::Window;
 

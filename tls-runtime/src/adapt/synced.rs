@@ -51,9 +51,36 @@ struct Candidate {
     /// epochs only).
     run: u32,
     last: u64,
+    stretch: Stretch,
+}
+
+/// One stretch of a load's violated epochs, counted by the rule above (the runtime's
+/// candidates, and profile mode's model of them, count with this one piece).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stretch {
     /// Epochs counted, and epochs run from the first counted to the last.
     epochs: u64,
     span: u64,
+}
+
+impl Stretch {
+    /// A stretch that starts at a violated epoch.
+    pub(crate) const fn new() -> Self {
+        Stretch { epochs: 1, span: 1 }
+    }
+
+    /// Counts the next distinct violated epoch, `gap` epochs run after the last one
+    /// counted; whether the load is to be synchronized now. A gap too wide to count
+    /// as one stretch starts a new one at this epoch.
+    pub(crate) fn count(&mut self, gap: u64) -> bool {
+        if gap > SYNC_DENSITY * SYNC_AFTER {
+            *self = Stretch::new();
+            return false;
+        }
+        self.epochs += 1;
+        self.span += gap;
+        self.epochs >= SYNC_AFTER && self.epochs * SYNC_DENSITY >= self.span
+    }
 }
 
 /// The loads a site synchronizes, and the violations that may make it synchronize more.
@@ -79,8 +106,7 @@ impl Candidate {
             load,
             run,
             last: index,
-            epochs: 1,
-            span: 1,
+            stretch: Stretch::new(),
         }
     }
 }
@@ -157,7 +183,7 @@ impl SyncedLoads {
                     let (least, _) = cands
                         .iter()
                         .enumerate()
-                        .min_by_key(|(_, c)| c.epochs)
+                        .min_by_key(|(_, c)| c.stretch.epochs)
                         .unwrap();
                     cands.swap_remove(least);
                 }
@@ -178,20 +204,15 @@ impl SyncedLoads {
         } else {
             index + 1
         };
-        if gap > SYNC_DENSITY * SYNC_AFTER {
-            // Too far apart to count as one stretch: start over from this one.
-            *c = Candidate::new(load, run, index);
-            return;
-        }
+        // (A gap too wide for one stretch is only ever forward: then this epoch is
+        // the last, as for an epoch counted in the stretch.)
         c.last = if run == c.run {
             c.last.max(index)
         } else {
             index
         };
         c.run = run;
-        c.epochs += 1;
-        c.span += gap;
-        if c.epochs >= SYNC_AFTER && c.epochs * SYNC_DENSITY >= c.span {
+        if c.stretch.count(gap) {
             cands.swap_remove(k);
             drop(cands);
             self.synchronize(load);

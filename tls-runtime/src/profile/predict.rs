@@ -7,7 +7,7 @@ use super::PREDICTED_CORES;
 use super::calibration::{Costs, costs};
 use super::model::{IN_ORDER_RATIO, SimDependence, Simulated, Site, simulate, simulate_replay};
 use super::recorder::{EpochProfile, Event};
-use crate::adapt::{SYNC_AFTER, SYNC_DENSITY};
+use crate::adapt::Stretch;
 use crate::rules::{MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch};
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
@@ -121,7 +121,7 @@ pub(super) fn predict_chunked(
 
 /// The loads the runtime would synchronize after the replay `sim`: those that
 /// violated a stretch of epochs as `adapt::synced` counts them, at least
-/// [`SYNC_AFTER`] distinct epochs with no more than [`SYNC_DENSITY`] epochs run per
+/// `SYNC_AFTER` distinct epochs with no more than `SYNC_DENSITY` epochs run per
 /// one violated, a gap wider than `SYNC_DENSITY * SYNC_AFTER` starting the count
 /// over. (Counted on the whole run instead, a load that violated dense stretches
 /// but under half of all epochs was left unsynchronized, while the runtime
@@ -145,21 +145,10 @@ fn dense_stretch(epochs: &[usize]) -> bool {
     let mut sorted = epochs.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let (mut last, mut count, mut span) = (None::<usize>, 0u64, 0u64);
-    for &e in &sorted {
-        match last {
-            Some(l) if ((e - l) as u64) <= SYNC_DENSITY * SYNC_AFTER => {
-                count += 1;
-                span += (e - l) as u64;
-            }
-            _ => (count, span) = (1, 1),
-        }
-        last = Some(e);
-        if count >= SYNC_AFTER && count * SYNC_DENSITY >= span {
-            return true;
-        }
-    }
-    false
+    let mut stretch = Stretch::new();
+    sorted
+        .windows(2)
+        .any(|w| stretch.count((w[1] - w[0]) as u64))
 }
 
 /// Predicted speedups for [`PREDICTED_CORES`], with the sequential time they are
