@@ -12,6 +12,8 @@
 
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::hash::{BuildHasher, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -106,6 +108,9 @@ struct Program {
     templates: Vec<Vec<Op>>,
     epochs: u64,
     stride: u64,
+    /// The speculative map hashes its keys so that they collide (see [`MapHashing`]),
+    /// and starts with no room rather than room for its keys.
+    colliding: bool,
 }
 
 fn program() -> impl Strategy<Value = Program> {
@@ -113,12 +118,57 @@ fn program() -> impl Strategy<Value = Program> {
         prop::collection::vec(prop::collection::vec(op(), 1..12), 1..4),
         1..60u64,
         1..5u64,
+        any::<bool>(),
     )
-        .prop_map(|(templates, epochs, stride)| Program {
+        .prop_map(|(templates, epochs, stride, colliding)| Program {
             templates,
             epochs,
             stride,
+            colliding,
         })
+}
+
+/// The speculative map's hasher: std's, or one under which the 16 keys get three
+/// hashes, all in one shard, so that the map's tables hold many keys per hash.
+#[derive(Clone)]
+struct MapHashing {
+    colliding: bool,
+    std: RandomState,
+}
+
+enum MapHasher {
+    Std(DefaultHasher),
+    Colliding(u64),
+}
+
+impl BuildHasher for MapHashing {
+    type Hasher = MapHasher;
+
+    fn build_hasher(&self) -> MapHasher {
+        if self.colliding {
+            MapHasher::Colliding(0)
+        } else {
+            MapHasher::Std(self.std.build_hasher())
+        }
+    }
+}
+
+impl Hasher for MapHasher {
+    fn finish(&self) -> u64 {
+        match self {
+            MapHasher::Std(h) => h.finish(),
+            MapHasher::Colliding(h) => *h,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        match self {
+            MapHasher::Std(h) => h.write(bytes),
+            MapHasher::Colliding(h) => {
+                *h = bytes.iter().fold(*h, |a, &b| a.wrapping_add(u64::from(b))) % 3;
+            }
+        }
+    }
 }
 
 fn key(k: u64, i: u64, stride: u64, len: u64) -> u64 {
@@ -317,7 +367,15 @@ fn run_speculative(p: &Program, threads: usize) -> Final {
 
     let cell = Spec::new(7u64);
     let vec = SpecVec::from(vec![0u64; VEC_LEN as usize]);
-    let map: SpecMap<u64, u64> = SpecMap::new();
+    let hashing = MapHashing {
+        colliding: p.colliding,
+        std: RandomState::new(),
+    };
+    let map: SpecMap<u64, u64, MapHashing> = if p.colliding {
+        SpecMap::with_hasher(hashing)
+    } else {
+        SpecMap::with_capacity_and_hasher(16, hashing)
+    };
     let mem = SpecMemory::new((MEM_WORDS * 8) as usize);
     let nodes: SpecVec<Option<Arc<Spec<u64>>>> = SpecVec::from(vec![None; NODES as usize]);
     let shared = Spec::new(0u64);

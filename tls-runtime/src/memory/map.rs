@@ -36,20 +36,57 @@ type Shard<K, V> = CachePadded<Mutex<Entries<K, V>>>;
 /// });
 /// assert_eq!(m.get(&0), Some(9));
 /// ```
-pub struct SpecMap<K, V> {
+///
+/// Keys are hashed with `S`, by default std's `RandomState` (SipHash, resistant to
+/// keys chosen to collide). A map whose keys carry a well-mixed hash of their own can
+/// pass a cheaper hasher ([`SpecMap::with_hasher`]): the same hash picks the shard
+/// (from bits 32 to 35) and the place in the shard's table (the low bits and the top
+/// seven), so it must mix all 64 bits.
+pub struct SpecMap<K, V, S = RandomState> {
     shards: Box<[Shard<K, V>]>,
-    hasher: RandomState,
+    hasher: S,
     header: Header,
 }
 
-impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
+impl<K: Hash + Eq + Clone, V> SpecMap<K, V, RandomState> {
     /// An empty map.
     pub fn new() -> Self {
+        SpecMap::with_hasher(RandomState::new())
+    }
+
+    /// An empty map with room for about `capacity` keys before it grows.
+    pub fn with_capacity(capacity: usize) -> Self {
+        SpecMap::with_capacity_and_hasher(capacity, RandomState::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone, V, S: BuildHasher> SpecMap<K, V, S> {
+    /// An empty map whose keys `hasher` hashes.
+    ///
+    /// ```
+    /// use std::hash::{BuildHasherDefault, DefaultHasher};
+    /// use tls_runtime::SpecMap;
+    /// let m: SpecMap<u64, u64, BuildHasherDefault<DefaultHasher>> =
+    ///     SpecMap::with_hasher(BuildHasherDefault::default());
+    /// tls_runtime::for_each(0..10u64, |i| {
+    ///     m.insert(i % 4, i);
+    /// });
+    /// assert_eq!(m.get(&1), Some(9));
+    /// ```
+    pub fn with_hasher(hasher: S) -> Self {
+        SpecMap::with_capacity_and_hasher(0, hasher)
+    }
+
+    /// An empty map whose keys `hasher` hashes, with room for about `capacity` keys
+    /// before it grows (spread over its shards: a map made for each run of a loop
+    /// otherwise spends part of the loop's first accesses growing its tables).
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        let per_shard = capacity.div_ceil(SHARDS);
         SpecMap {
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
+                .map(|_| CachePadded::new(Mutex::new(HashTable::with_capacity(per_shard))))
                 .collect(),
-            hasher: RandomState::new(),
+            hasher,
             header: Header::new(),
         }
     }
@@ -150,13 +187,13 @@ impl<K: Hash + Eq + Clone, V> SpecMap<K, V> {
     }
 }
 
-impl<K: Hash + Eq + Clone, V> Default for SpecMap<K, V> {
+impl<K: Hash + Eq + Clone, V, S: BuildHasher + Default> Default for SpecMap<K, V, S> {
     fn default() -> Self {
-        SpecMap::new()
+        SpecMap::with_hasher(S::default())
     }
 }
 
-impl<K, V> Drop for SpecMap<K, V> {
+impl<K, V, S> Drop for SpecMap<K, V, S> {
     fn drop(&mut self) {
         let written = self.header.was_written();
         for shard in self.shards.iter_mut() {
@@ -168,7 +205,7 @@ impl<K, V> Drop for SpecMap<K, V> {
     }
 }
 
-impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for SpecMap<K, V> {
+impl<K: fmt::Debug, V: fmt::Debug, S> fmt::Debug for SpecMap<K, V, S> {
     /// Shows the committed entries.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut m = f.debug_map();

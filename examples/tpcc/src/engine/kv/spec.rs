@@ -40,7 +40,7 @@
 //! not a line of this file.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow, bail};
@@ -104,10 +104,30 @@ impl Hash for RowKey {
     }
 }
 
-/// Hashes a [`RowKey`] for a private map: its fold is already mixed, so it is the
-/// hash. (The overlay, a `SpecMap`, keeps its own keyed hasher.)
+/// Hashes a [`RowKey`]: its fold is already mixed, so, XORed with the map's seed, it
+/// is the hash.
 #[derive(Default)]
 struct FoldHasher(u64);
+
+/// Builds [`FoldHasher`]s with a random seed, so that which rows share a shard of
+/// the overlay changes from loop to loop. The overlay's maps take it instead of
+/// their default (SipHash, a twentieth of a speculative Delivery's instructions).
+#[derive(Clone, Copy)]
+struct FoldSeed(u64);
+
+impl FoldSeed {
+    fn random() -> FoldSeed {
+        FoldSeed(std::collections::hash_map::RandomState::new().hash_one(0u64))
+    }
+}
+
+impl BuildHasher for FoldSeed {
+    type Hasher = FoldHasher;
+
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher(self.0)
+    }
+}
 
 impl Hasher for FoldHasher {
     fn finish(&self) -> u64 {
@@ -146,6 +166,10 @@ impl<F> Default for FoundAt<F> {
         FoundAt(Mutex::new(HashMap::default()))
     }
 }
+
+/// Rows the overlay makes room for when it is made: New Order writes about 20
+/// (growing from nothing was a fortieth of a speculative Delivery's instructions).
+const OVERLAY_AT_FIRST: usize = 64;
 
 /// Stripes of `found_at` (threads beyond it share).
 const FOUND_AT_STRIPES: usize = 16;
@@ -210,15 +234,15 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     /// The written tables the loop scans, each with its bucket's prefix length.
     scans: &'a [(Table, usize)],
     /// Per bucket, the keys the loop inserted or deleted in it, in order.
-    buckets: SpecMap<RowKey, Members>,
+    buckets: SpecMap<RowKey, Members, FoldSeed>,
     /// Threads per loop.
     threads: usize,
-    overlay: SpecMap<RowKey, Row>,
+    overlay: SpecMap<RowKey, Row, FoldSeed>,
     /// How finely rows are tracked.
     grain: Grain,
     /// With [`Grain::Page`], each page's version: a row read reads it, a row write
     /// reads and bumps it.
-    pages: SpecMap<RowKey, u64>,
+    pages: SpecMap<RowKey, u64, FoldSeed>,
     sink: &'a Accumulator<'a, Applier<'r, S>>,
     /// Where rows read for update were found, for their write at commit (only a
     /// hint: a wrong or missing one costs the store a lookup, so it needs no
@@ -252,15 +276,17 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
         // SAFETY: the accumulator lives in this block and every loop that records into
         // it runs inside `f`, so it outlives them (`Accumulator::new`'s contract).
         let sink = unsafe { Accumulator::new(&mut applier) };
+        let seed = FoldSeed::random();
         let rows = SpecRows {
             tx,
             writes,
             scans,
-            buckets: SpecMap::new(),
+            buckets: SpecMap::with_hasher(seed),
             threads: threads.unwrap_or_else(tls_runtime::default_threads),
-            overlay: SpecMap::new(),
+            // Room for New Order's rows (Delivery's grow it twice).
+            overlay: SpecMap::with_capacity_and_hasher(OVERLAY_AT_FIRST, seed),
             grain,
-            pages: SpecMap::new(),
+            pages: SpecMap::with_hasher(seed),
             sink: &sink,
             found_at: (0..FOUND_AT_STRIPES).map(|_| FoundAt::default()).collect(),
         };
