@@ -25,10 +25,14 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// assert_eq!(*LOG.lock().unwrap(), (0..50).collect::<Vec<_>>());
 /// ```
 pub fn on_commit(f: impl FnOnce() + Send + 'static) {
-    defer(Box::new(f))
+    defer(f)
 }
 
-fn defer(f: Box<dyn FnOnce() + Send + '_>) {
+/// Runs `f` now or at the current epoch's commit (see [`on_commit`]). Generic, so that
+/// an action that runs at once (outside speculation, or in a published epoch: every
+/// update of an in-order run) is neither boxed nor called through a pointer: an
+/// accumulation in a loop run in order paid an allocation per update.
+fn defer<'f>(f: impl FnOnce() + Send + 'f) {
     match epoch::current() {
         None => f(),
         Some(cx) if cx.published() => {
@@ -57,9 +61,9 @@ fn defer(f: Box<dyn FnOnce() + Send + '_>) {
             // loop; the loop runs or drops every action before it returns.
             let f = unsafe {
                 core::mem::transmute::<
-                    Box<dyn FnOnce() + Send + '_>,
+                    Box<dyn FnOnce() + Send + 'f>,
                     Box<dyn FnOnce() + Send + 'static>,
-                >(f)
+                >(Box::new(f))
             };
             cx.defer(f);
         }
@@ -143,7 +147,7 @@ impl<'a, T: Send> Accumulator<'a, T> {
         if self.nested {
             apply();
         } else {
-            defer(Box::new(apply));
+            defer(apply);
         }
     }
 }

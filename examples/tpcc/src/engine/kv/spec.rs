@@ -39,8 +39,7 @@
 //! `#[track_caller]`, so a report names the loop body's line that read or wrote a row,
 //! not a line of this file.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow, bail};
@@ -145,25 +144,46 @@ impl BuildHasher for FoldSeed {
     }
 }
 
-/// Where a loop's reads for update found their rows, by the row's fold
-/// ([`RowKey`]'s hash) alone: the map only holds hints, so two rows whose folds
-/// collide cost one of them a descent, nothing more, and an 8-byte key keeps the
-/// map small and cheap to grow (keyed by the whole 64-byte `RowKey`, growing it was
-/// a twentieth of a speculative Delivery run).
-type FoundMap<F> = HashMap<u64, F, BuildHasherDefault<FoldHasher>>;
+/// Where a thread's latest reads for update found their rows, by the row's fold
+/// ([`RowKey`]'s hash) alone, newest last: the hints only, so a row whose fold
+/// collides with another's, or that fell out, costs its write a descent, nothing
+/// more. A write follows its own read on its own thread (every TPC-C loop reads a
+/// row for update right before it writes it), so a few recent reads are enough: a
+/// hash map here, inserted into on every read and grown per loop, was about 3% of
+/// a speculative Delivery's instructions.
+struct FoundRing<F> {
+    rows: [(u64, F); FOUND_RING],
+    next: usize,
+}
 
-/// Rows a thread stripe's [`FoundMap`] makes room for at its first insert, rather
-/// than growing from nothing (New Order reads 5 to 15 rows for update, Delivery about
-/// 130, split among the threads).
-const FOUND_AT_FIRST: usize = 32;
+impl<F: Copy + Default> FoundRing<F> {
+    fn note(&mut self, fold: u64, at: F) {
+        self.rows[self.next % FOUND_RING] = (fold, at);
+        self.next = self.next.wrapping_add(1);
+    }
 
-/// One thread stripe's [`FoundMap`], alone on its cache lines.
+    /// The newest hint for `fold`.
+    fn get(&self, fold: u64) -> Option<F> {
+        (1..=FOUND_RING.min(self.next))
+            .map(|back| &self.rows[self.next.wrapping_sub(back) % FOUND_RING])
+            .find(|(f, _)| *f == fold)
+            .map(|&(_, at)| at)
+    }
+}
+
+/// Reads for update a thread's [`FoundRing`] remembers.
+const FOUND_RING: usize = 8;
+
+/// One thread stripe's [`FoundRing`], alone on its cache lines.
 #[repr(align(128))]
-struct FoundAt<F>(Mutex<FoundMap<F>>);
+struct FoundAt<F>(Mutex<FoundRing<F>>);
 
-impl<F> Default for FoundAt<F> {
+impl<F: Copy + Default> Default for FoundAt<F> {
     fn default() -> Self {
-        FoundAt(Mutex::new(HashMap::default()))
+        FoundAt(Mutex::new(FoundRing {
+            rows: [(0, F::default()); FOUND_RING],
+            next: 0,
+        }))
     }
 }
 
@@ -248,8 +268,8 @@ pub struct SpecRows<'a, 'r, S: SharedKv> {
     sink: &'a Accumulator<'a, Applier<'r, S>>,
     /// Where rows read for update were found, for their write at commit (only a
     /// hint: a wrong or missing one costs the store a lookup, so it needs no
-    /// tracking). One map per thread stripe: an epoch's write follows its own read
-    /// on its own thread, and a map both threads locked on every row moved its
+    /// tracking). One ring per thread stripe: an epoch's write follows its own read
+    /// on its own thread, and one both threads locked on every row moved its
     /// lines between their cores each time.
     found_at: Box<[FoundAt<S::Found>]>,
 }
@@ -301,7 +321,7 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
 
 impl<S: SharedKv> SpecRows<'_, '_, S> {
     /// This thread's map of where rows read for update were found.
-    fn found_at(&self) -> std::sync::MutexGuard<'_, FoundMap<S::Found>> {
+    fn found_at(&self) -> std::sync::MutexGuard<'_, FoundRing<S::Found>> {
         self.found_at[thread_stripe() % FOUND_AT_STRIPES]
             .0
             .lock()
@@ -356,12 +376,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
             Some(found) => Ok(found),
             None if for_update => {
                 let (found, at) = self.tx.get_for_update_at(table, key, out)?;
-                let mut hints = self.found_at();
-                if hints.capacity() == 0 {
-                    hints.reserve(FOUND_AT_FIRST);
-                }
-                hints.insert(k.fold, at);
-                drop(hints);
+                self.found_at().note(k.fold, at);
                 Ok(found)
             }
             None => self.tx.get(table, key, out),
@@ -501,7 +516,7 @@ impl<S: SharedKv> SpecRows<'_, '_, S> {
         let k = RowKey::new(table, key)?;
         let kind = match kind {
             WriteKind::Update(_) => {
-                WriteKind::Update(self.found_at().get(&k.fold).copied().unwrap_or_default())
+                WriteKind::Update(self.found_at().get(k.fold).unwrap_or_default())
             }
             other => other,
         };
