@@ -194,6 +194,66 @@ fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {
     assert_eq!(db.pins_and_locks(), (0, 0));
 }
 
+/// A write handed the hint of a read for update takes the row's lock only if that
+/// read's lock might be gone: an undone acquisition since, a hint for another key, or
+/// one from an earlier lending of the transaction. Each time, another transaction must
+/// find the written row locked.
+#[test]
+fn a_write_after_a_read_for_update_holds_the_lock_however_the_hint_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Duration::from_millis(100));
+    let t = db.create_table("t").unwrap();
+    let mut setup = db.begin();
+    for i in 0..4u32 {
+        setup.insert(t, &key(i), &[1; 16]).unwrap();
+    }
+    setup.commit().unwrap();
+    let locked_out = |k: u32| {
+        let mut other = db.begin();
+        let r = other.get_into(t, &key(k), &mut Vec::new());
+        other.abort().unwrap();
+        matches!(r, Err(Error::LockTimeout))
+    };
+
+    let mut txn = db.begin();
+    let mut out = Vec::new();
+    let from_before = {
+        let s = txn.share();
+        let (_, at) = s.get_for_update_at(t, &key(3), &mut out).unwrap();
+        s.unlock_once(t, &key(3));
+        at
+    };
+    assert!(!locked_out(3), "the undone acquisition released the lock");
+    {
+        let s = txn.share();
+        // A hint from the lending before, whose lock was undone there (first, while
+        // this lending has undone nothing).
+        s.update_at(t, &key(3), &[2; 16], from_before).unwrap();
+        // Read, then the read's acquisition undone: the write locks again.
+        let (_, at) = s.get_for_update_at(t, &key(0), &mut out).unwrap();
+        s.unlock_once(t, &key(0));
+        assert!(!locked_out(0));
+        s.update_at(t, &key(0), &[2; 16], at).unwrap();
+        // A hint made for key 1, handed to a write of key 2 (never read).
+        let (_, at) = s.get_for_update_at(t, &key(1), &mut out).unwrap();
+        s.update_at(t, &key(2), &[2; 16], at).unwrap();
+        // The plain case: the read's lock carries the write.
+        let (_, at) = s.get_for_update_at(t, &key(1), &mut out).unwrap();
+        s.update_at(t, &key(1), &[2; 16], at).unwrap();
+    }
+    for k in 0..4 {
+        assert!(locked_out(k), "key {k} written without its lock");
+    }
+    txn.commit().unwrap();
+    let mut check = db.begin();
+    for k in 0..4 {
+        assert!(check.get_into(t, &key(k), &mut out).unwrap());
+        assert_eq!(out, vec![2; 16], "key {k}");
+    }
+    check.commit().unwrap();
+    assert_eq!(db.pins_and_locks(), (0, 0));
+}
+
 /// Four threads of one transaction change the same 300 existing rows (and insert 300
 /// new ones) in different orders, several times each, so that their log records and
 /// undo entries interleave; then the transaction is either aborted, or left
