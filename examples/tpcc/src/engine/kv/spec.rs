@@ -149,7 +149,7 @@ impl BuildHasher for FoldSeed {
 /// collides with another's, or that fell out, costs its write a descent, nothing
 /// more. A write follows its own read on its own thread (every TPC-C loop reads a
 /// row for update right before it writes it), so a few recent reads are enough: a
-/// hash map here, inserted into on every read and grown per loop, was about 3% of
+/// hash map here, inserted into on every read and grown per loop, was about 2% of
 /// a speculative Delivery's instructions.
 struct FoundRing<F> {
     rows: [(u64, F); FOUND_RING],
