@@ -27,6 +27,7 @@ use journey::Journey;
 mod by_hand;
 pub mod journey;
 mod load;
+mod row_key;
 mod schema;
 pub mod spec;
 mod speculative;
