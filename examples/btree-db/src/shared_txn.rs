@@ -45,7 +45,7 @@
 //! then commits or aborts as usual.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -75,16 +75,7 @@ pub struct LeafHint {
     txn: u64,
     table: PageId,
     leaf: PageId,
-    /// For a read that took the key's exclusive lock: the lending it was made in
-    /// ([`SharedTxn::lending`]), that lending's count of undone acquisitions then, and
-    /// the lock's name. While all three still hold, the lock is still held, and the
-    /// write need not take it again.
-    locked: Option<(u64, u32, u64)>,
 }
-
-/// Numbers the lendings of transactions ([`Txn::share`]), so that a hint is only
-/// trusted by the lending that made it.
-static LENDINGS: AtomicU64 = AtomicU64::new(1);
 
 /// A transaction lent to several threads (see [`Txn::share`]).
 pub struct SharedTxn<'t, 'db> {
@@ -111,11 +102,6 @@ pub struct SharedTxn<'t, 'db> {
     ctxs: Striped<Mutex<Vec<LogCtx>>>,
     /// Whether the transaction is registered as a writer.
     registered: AtomicBool,
-    /// This lending's number (see [`LeafHint`]).
-    lending: u64,
-    /// Acquisitions undone by [`SharedTxn::unlock_once`] so far: a hint made before
-    /// one no longer vouches for its lock.
-    unlocks: AtomicU32,
     /// Per thread stripe and tree (root, last leaf read): a guess that saves
     /// descents on ascending reads (each thread's own reads); a wrong one costs
     /// a descent.
@@ -148,22 +134,18 @@ impl<'db> Txn<'db> {
             chain,
             ctxs: Striped::default(),
             registered: AtomicBool::new(false),
-            lending: LENDINGS.fetch_add(1, Ordering::Relaxed),
-            unlocks: AtomicU32::new(0),
             hints: Default::default(),
         }
     }
 }
 
 impl SharedTxn<'_, '_> {
-    /// Checks the key, opens the table and takes the record lock `name` (that of
-    /// `key` in `table`: `lock_name(table.0, key)`, worked out once by the caller);
+    /// Checks the key, opens the table and takes the record lock on `key`;
     /// returns the table's root.
     fn lock(
         &self,
         table: TableId,
         key: &[u8],
-        name: u64,
         value: Option<&[u8]>,
         mode: LockMode,
     ) -> Result<PageId> {
@@ -172,14 +154,14 @@ impl SharedTxn<'_, '_> {
             // The common case, opened and granted in one hold of the mutex.
             let mut lent = spin_lock(self.lent.mine());
             let root = self.open_in(&mut lent, table)?;
-            let granted = self
-                .db
-                .locks
-                .try_acquire(self.id, &mut lent.locks, name, mode);
+            let granted =
+                self.db
+                    .locks
+                    .try_acquire(self.id, &mut lent.locks, lock_name(root, key), mode);
             (root, granted)
         };
         if !granted {
-            self.lock_in(name, mode)?;
+            self.lock_in(root, key, mode)?;
         }
         Ok(root)
     }
@@ -206,13 +188,14 @@ impl SharedTxn<'_, '_> {
         Ok(root)
     }
 
-    /// Takes the record lock `name`; returns whether it had to wait for another
-    /// transaction.
-    fn lock_in(&self, name: u64, mode: LockMode) -> Result<bool> {
+    /// Takes the record lock on `key` in the tree at `root`; returns whether it
+    /// had to wait for another transaction.
+    fn lock_in(&self, root: PageId, key: &[u8], mode: LockMode) -> Result<bool> {
         let mut deadline = None;
         loop {
-            {
+            let name = {
                 let mut lent = spin_lock(self.lent.mine());
+                let name = lock_name(root, key);
                 // Granted and counted in one step under the mutex, so that a
                 // sibling's `unlock_once` (which holds every stripe's mutex)
                 // cannot slip in between.
@@ -223,7 +206,8 @@ impl SharedTxn<'_, '_> {
                 {
                     return Ok(deadline.is_some());
                 }
-            }
+                name
+            };
             // Another transaction holds it: wait with the mutex released, so
             // the loop's other threads go on meanwhile, then try again.
             let deadline =
@@ -260,13 +244,13 @@ impl SharedTxn<'_, '_> {
     /// returns whether the key exists.
     pub fn get_into(&self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, LockMode::Shared)
-            .map(|(found, ..)| found)
+            .map(|(found, _)| found)
     }
 
     /// Reads `key` under an exclusive record lock, for read-modify-write.
     pub fn get_for_update(&self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(table, key, out, LockMode::Exclusive)
-            .map(|(found, ..)| found)
+            .map(|(found, _)| found)
     }
 
     /// [`SharedTxn::get_for_update`], also returning where the walk ended:
@@ -278,17 +262,13 @@ impl SharedTxn<'_, '_> {
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(bool, LeafHint)> {
-        // Read before the lock is taken: an undo that comes after the read then
-        // shows in the count, whichever acquisition it undid.
-        let unlocks = self.unlocks.load(Ordering::Acquire);
-        let (found, leaf, name) = self.read(table, key, out, LockMode::Exclusive)?;
+        let (found, leaf) = self.read(table, key, out, LockMode::Exclusive)?;
         Ok((
             found,
             LeafHint {
                 txn: self.id,
                 table: table.0,
                 leaf,
-                locked: Some((self.lending, unlocks, name)),
             },
         ))
     }
@@ -299,9 +279,8 @@ impl SharedTxn<'_, '_> {
         key: &[u8],
         out: &mut Vec<u8>,
         mode: LockMode,
-    ) -> Result<(bool, PageId, u64)> {
-        let name = lock_name(table.0, key);
-        let root = self.lock(table, key, name, None, mode)?;
+    ) -> Result<(bool, PageId)> {
+        let root = self.lock(table, key, None, mode)?;
         out.clear();
         let hint = self.hint(root);
         let mut leaf = hint.map_or(0, |h| h.load(Ordering::Relaxed));
@@ -309,7 +288,7 @@ impl SharedTxn<'_, '_> {
         if let Some(h) = hint {
             h.store(leaf, Ordering::Relaxed);
         }
-        Ok((found, leaf, name))
+        Ok((found, leaf))
     }
 
     fn write(&self, table: TableId, key: &[u8], m: Modify<'_>) -> Result<Outcome> {
@@ -324,17 +303,7 @@ impl SharedTxn<'_, '_> {
             Modify::Insert(v) | Modify::Update(v) | Modify::Put(v) => Some(v),
             Modify::Delete => None,
         };
-        let name = lock_name(table.0, key);
-        let root = if self.still_locked(table, name, at) {
-            // The read that made `at` holds the exclusive lock (a second
-            // acquisition was a fifth of the cost of a speculative Delivery's
-            // writes at its commit, counted again in the committing thread's
-            // stripe); only the sizes are left to check.
-            Txn::check_sizes_in(self.db, key, value)?;
-            table.0
-        } else {
-            self.lock(table, key, name, value, LockMode::Exclusive)?
-        };
+        let root = self.lock(table, key, value, LockMode::Exclusive)?;
         if !self.registered.load(Ordering::Acquire) {
             spin_lock(&self.txn.0).register_writer();
             self.registered.store(true, Ordering::Release);
@@ -362,22 +331,6 @@ impl SharedTxn<'_, '_> {
             h.store(leaf, Ordering::Relaxed);
         }
         out
-    }
-
-    /// Whether `at` comes from a read by this lending that took the exclusive lock
-    /// `name` in `table`, with no acquisition undone since: the lock is then still
-    /// held (locks are otherwise held to the transaction's end), by this
-    /// transaction. (Two keys whose names collide share that lock, so holding the
-    /// name is holding the key's lock.)
-    fn still_locked(&self, table: TableId, name: u64, at: LeafHint) -> bool {
-        at.txn == self.id
-            && at.table == table.0
-            && at.locked.is_some_and(|(lending, unlocks, held)| {
-                lending == self.lending
-                    && unlocks == self.unlocks.load(Ordering::Acquire)
-                    && held == name
-            })
-            && self.opened.0.contains(table.0)
     }
 
     /// Inserts a new key; `DuplicateKey` if present.
@@ -442,7 +395,7 @@ impl SharedTxn<'_, '_> {
                 Ok(false) => break Ok(()),
                 Err(e) => break Err(e),
             }
-            let waited = match self.lock_in(lock_name(root, &key), LockMode::Shared) {
+            let waited = match self.lock_in(root, &key, LockMode::Shared) {
                 Ok(w) => w,
                 Err(e) => break Err(e),
             };
@@ -474,9 +427,6 @@ impl SharedTxn<'_, '_> {
     /// thread can then be granting the same lock, so the lock is released only
     /// when no stripe counts it any more.
     pub fn unlock_once(&self, table: TableId, key: &[u8]) {
-        // Counted first: a write that finds the count unchanged after this point
-        // takes its lock itself.
-        self.unlocks.fetch_add(1, Ordering::AcqRel);
         let name = lock_name(table.0, key);
         let mut all: Vec<_> = self.lent.all().map(spin_lock).collect();
         let mine = stripe() % all.len();

@@ -194,10 +194,11 @@ fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {
     assert_eq!(db.pins_and_locks(), (0, 0));
 }
 
-/// A write handed the hint of a read for update takes the row's lock only if that
-/// read's lock might be gone: an undone acquisition since, a hint for another key, or
-/// one from an earlier lending of the transaction. Each time, another transaction must
-/// find the written row locked.
+/// A write handed the hint of a read for update holds the row's lock whatever became
+/// of that read's acquisition: undone since, made for another key, or made in an
+/// earlier lending of the transaction. Each time, another transaction must find the
+/// written row locked. (The write counts an acquisition of its own: a hint that let it
+/// skip the lock would leave the row unlocked once the read's acquisition is undone.)
 #[test]
 fn a_write_after_a_read_for_update_holds_the_lock_however_the_hint_came() {
     let dir = tempfile::tempdir().unwrap();
