@@ -254,8 +254,8 @@ if want changed-lines; then
             grep -cvE '^\s*(//|$)' || true
     }
     db=(shared_txn.rs chain.rs txn.rs btree/tree.rs btree/store.rs scratch.rs lock.rs)
-    kv=(engine/kv/spec.rs engine/kv/speculative.rs engine/kv/transactions.rs engine/kv/mod.rs
-        engine/sequential.rs engine/memory.rs)
+    kv=(engine/kv/spec.rs engine/kv/row_key.rs engine/kv/speculative.rs
+        engine/kv/transactions.rs engine/kv/mod.rs engine/sequential.rs engine/memory.rs)
     {
         echo "changed lines of code since $base (comments and blank lines left out)"
         printf '%-9s %5s  %s\n' btree-db "$(count "${db[@]/#/examples/btree-db/src/}")" "${db[*]}"
