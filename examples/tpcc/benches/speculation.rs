@@ -28,6 +28,14 @@
 //! runtime counts in the epoch's own time (busy, or wasted if it later rolled back),
 //! is moved to waiting (`wait_ns`; also on its own, `synchronized_ns`), so that the
 //! chart shows it.
+//!
+//! Before and after each round the bench times a cache line passed back and forth
+//! between two threads (the p50 of 1,000 round trips): on the 2-vCPU development
+//! machine that is about 120 ns when the host runs the two vCPUs near each other and
+//! about 410 ns when it does not, and the host changes that every few seconds. Loops
+//! on one lent transaction pass lines between their threads all the time, so last
+//! the bench prints the loops' ratios again for the rounds that had the two vCPUs
+//! near (both timings under 250 ns) and far (both over).
 
 use std::time::Instant;
 
@@ -86,7 +94,17 @@ fn main() -> Result<()> {
     let mut loop_ns: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
     engine.record_loop_times(true);
     let mut loops: Vec<LoopSum> = modes.iter().map(|_| LoopSum::default()).collect();
+    // Per placement (near, far), mode and transaction kind: the loops' wall times.
+    let mut by_placement: [Vec<[Vec<u64>; 5]>; 2] = Default::default();
+    for p in &mut by_placement {
+        *p = modes.iter().map(|_| Default::default()).collect();
+    }
+    let mut placements = [0u32; 3];
+    // Two spinning threads on one CPU would take a time slice per round trip.
+    let probe = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     for round in 0..rounds {
+        let before = if probe { round_trip_ns() } else { 0 };
+        let mut this_round: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
         for k in 0..modes.len() {
             // The order of the modes rotates from round to round.
             let m = (k + round as usize) % modes.len();
@@ -114,6 +132,24 @@ fn main() -> Result<()> {
             }
             for (kind, ns) in engine.take_loop_times() {
                 loop_ns[m][kind.index()].push(ns);
+                this_round[m][kind.index()].push(ns);
+            }
+        }
+        if !probe {
+            continue;
+        }
+        let after = round_trip_ns();
+        let place = match (before < NEAR_NS, after < NEAR_NS) {
+            (true, true) => 0,
+            (false, false) => 1,
+            _ => 2,
+        };
+        placements[place] += 1;
+        if let Some(p) = by_placement.get_mut(place) {
+            for (all, these) in p.iter_mut().zip(this_round) {
+                for (a, t) in all.iter_mut().zip(these) {
+                    a.extend(t);
+                }
             }
         }
     }
@@ -151,7 +187,66 @@ fn main() -> Result<()> {
         let share = p50[0] / p50_us(&mut pooled[0][i]);
         table.row(kind, &format!("{share:>8.2}"), &p50);
     }
+    if !probe {
+        return Ok(());
+    }
+    println!(
+        "rounds with the two vCPUs near (cache-line round trip under {NEAR_NS} ns before and \
+         after): {}, far: {}, changed during the round: {}",
+        placements[0], placements[1], placements[2]
+    );
+    for (name, p) in ["loop, near", "loop, far"].iter().zip(&mut by_placement) {
+        if p.iter().all(|m| m.iter().all(Vec::is_empty)) {
+            continue;
+        }
+        table.header(name, "");
+        for kind in TxnKind::ALL {
+            let i = kind.index();
+            if p.iter().all(|l| l[i].is_empty()) {
+                continue;
+            }
+            let p50: Vec<f64> = p.iter_mut().map(|l| p50_us(&mut l[i])).collect();
+            table.row(kind, &format!("{:>8}", ""), &p50);
+        }
+    }
     Ok(())
+}
+
+/// The round trip that sorts rounds into near and far.
+const NEAR_NS: u64 = 250;
+
+/// The p50 of 1,000 round trips of one cache line between this thread and another,
+/// both spinning. Waits first for the runtime's idle workers to park (they spin
+/// for `TLS_SPIN_US`, 1 ms by default, after a loop), so that the two threads
+/// have a CPU each.
+fn round_trip_ns() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const TRIPS: u64 = 1000;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let line = AtomicU64::new(0);
+    let wait_for = |v: u64| {
+        while line.load(Ordering::Acquire) != v {
+            std::hint::spin_loop();
+        }
+    };
+    let mut trips = std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..TRIPS {
+                wait_for(2 * i + 1);
+                line.store(2 * i + 2, Ordering::Release);
+            }
+        });
+        (0..TRIPS)
+            .map(|i| {
+                let t = Instant::now();
+                line.store(2 * i + 1, Ordering::Release);
+                wait_for(2 * i + 2);
+                t.elapsed().as_nanos() as u64
+            })
+            .collect::<Vec<u64>>()
+    });
+    trips.sort_unstable();
+    trips[trips.len() / 2]
 }
 
 /// The printed tables: per transaction kind, a p50 per mode, and each mode's ratio to
