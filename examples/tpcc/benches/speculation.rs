@@ -35,7 +35,8 @@
 //! about 410 ns when it does not, and the host changes that every few seconds. Loops
 //! on one lent transaction pass lines between their threads all the time, so last
 //! the bench prints the loops' ratios again for the rounds that had the two vCPUs
-//! near (both timings under 250 ns) and far (both over).
+//! near (both timings under 250 ns) and far (both over). Not with `ONLY`, which runs one
+//! mode (nothing to compare) and is how the bench is profiled.
 
 use std::time::Instant;
 
