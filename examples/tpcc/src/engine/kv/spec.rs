@@ -502,7 +502,34 @@ fn within_one_bucket(from: &[u8], to: &[u8], p: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::within_one_bucket;
+    use super::{FOUND_RING, FoundAt, within_one_bucket};
+
+    /// The ring answers with the newest hint for a fold, and forgets a fold once
+    /// `FOUND_RING` newer reads have come after it.
+    #[test]
+    fn the_read_hints_ring_keeps_the_newest_reads() {
+        let at = FoundAt::<u32>::default();
+        let mut ring = at.0.lock().unwrap();
+        assert_eq!(
+            ring.get(0),
+            None,
+            "an empty ring vouches for nothing, fold 0 included"
+        );
+        ring.note(7, 1);
+        ring.note(8, 2);
+        ring.note(7, 3);
+        assert_eq!(
+            (ring.get(7), ring.get(8), ring.get(9)),
+            (Some(3), Some(2), None)
+        );
+        for fold in 100..100 + FOUND_RING as u64 - 1 {
+            ring.note(fold, 0);
+        }
+        assert_eq!(ring.get(7), Some(3), "the newest of eight reads");
+        assert_eq!(ring.get(8), None, "pushed out");
+        ring.note(200, 4);
+        assert_eq!((ring.get(7), ring.get(200)), (None, Some(4)));
+    }
 
     #[test]
     fn one_bucket_or_up_to_the_next() {
