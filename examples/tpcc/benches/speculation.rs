@@ -96,10 +96,8 @@ fn main() -> Result<()> {
     engine.record_loop_times(true);
     let mut loops: Vec<LoopSum> = modes.iter().map(|_| LoopSum::default()).collect();
     // Per placement (near, far), mode and transaction kind: the loops' wall times.
-    let mut by_placement: [Vec<[Vec<u64>; 5]>; 2] = Default::default();
-    for p in &mut by_placement {
-        *p = modes.iter().map(|_| Default::default()).collect();
-    }
+    let mut by_placement: [Vec<[Vec<u64>; 5]>; 2] =
+        std::array::from_fn(|_| modes.iter().map(|_| Default::default()).collect());
     let mut placements = [0u32; 3];
     // Not with `ONLY` (one mode, no ratios to split: a profiling run, often under
     // valgrind, where the spinning round trips took half a minute), nor on one CPU

@@ -64,7 +64,6 @@ impl Hash for RowKey {
 
 /// Hashes a [`RowKey`]: its fold is already mixed, so, XORed with the map's seed, it
 /// is the hash.
-#[derive(Default)]
 pub(super) struct FoldHasher(u64);
 
 impl Hasher for FoldHasher {

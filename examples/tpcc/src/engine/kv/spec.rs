@@ -224,7 +224,7 @@ pub fn with_spec_rows<'r, S: SharedKv, R>(
 }
 
 impl<S: SharedKv> SpecRows<'_, '_, S> {
-    /// This thread's map of where rows read for update were found.
+    /// This thread's ring of where rows read for update were found.
     fn found_at(&self) -> std::sync::MutexGuard<'_, FoundRing<S::Found>> {
         self.found_at[thread_stripe() % FOUND_AT_STRIPES]
             .0
