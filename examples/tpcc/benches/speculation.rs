@@ -45,6 +45,7 @@ use std::time::Instant;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
+use tpcc::driver::placement::{NEAR_NS, Placement, cache_line_round_trip_ns};
 use tpcc::driver::{Limit, RunOptions, RunReport, load, run};
 use tpcc::engine::kv::journey::Journey;
 use tpcc::engine::{Mode, Sync, sequential};
@@ -104,7 +105,7 @@ fn main() -> Result<()> {
     // (two spinning threads would take a time slice per round trip).
     let probe = only.is_none() && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     for round in 0..rounds {
-        let before = if probe { round_trip_ns() } else { 0 };
+        let before = if probe { settled_round_trip_ns() } else { None };
         let mut this_round: Vec<[Vec<u64>; 5]> = modes.iter().map(|_| Default::default()).collect();
         for k in 0..modes.len() {
             // The order of the modes rotates from round to round.
@@ -136,13 +137,17 @@ fn main() -> Result<()> {
                 this_round[m][kind.index()].push(ns);
             }
         }
-        if !probe {
+        let Some((before_ns, after_ns)) = before.zip(settled_round_trip_ns()) else {
             continue;
-        }
-        let after = round_trip_ns();
-        let place = match (before < NEAR_NS, after < NEAR_NS) {
-            (true, true) => 0,
-            (false, false) => 1,
+        };
+        let place = match (Placement {
+            before_ns,
+            after_ns,
+        })
+        .verdict()
+        {
+            "near" => 0,
+            "far" => 1,
             _ => 2,
         };
         placements[place] += 1;
@@ -213,41 +218,12 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The round trip that sorts rounds into near and far.
-const NEAR_NS: u64 = 250;
-
-/// The p50 of 1,000 round trips of one cache line between this thread and another,
-/// both spinning. Waits first for the runtime's idle workers to park (they spin
-/// for `TLS_SPIN_US`, 1 ms by default, after a loop), so that the two threads
-/// have a CPU each.
-fn round_trip_ns() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    const TRIPS: u64 = 1000;
+/// [`cache_line_round_trip_ns`] once the runtime's idle workers have parked (they spin
+/// for `TLS_SPIN_US`, 1 ms by default, after a loop), so that the two threads have a
+/// CPU each.
+fn settled_round_trip_ns() -> Option<u64> {
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let line = AtomicU64::new(0);
-    let wait_for = |v: u64| {
-        while line.load(Ordering::Acquire) != v {
-            std::hint::spin_loop();
-        }
-    };
-    let mut trips = std::thread::scope(|s| {
-        s.spawn(|| {
-            for i in 0..TRIPS {
-                wait_for(2 * i + 1);
-                line.store(2 * i + 2, Ordering::Release);
-            }
-        });
-        (0..TRIPS)
-            .map(|i| {
-                let t = Instant::now();
-                line.store(2 * i + 1, Ordering::Release);
-                wait_for(2 * i + 2);
-                t.elapsed().as_nanos() as u64
-            })
-            .collect::<Vec<u64>>()
-    });
-    trips.sort_unstable();
-    trips[trips.len() / 2]
+    cache_line_round_trip_ns()
 }
 
 /// The printed tables: per transaction kind, a p50 per mode, and each mode's ratio to

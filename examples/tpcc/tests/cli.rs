@@ -288,4 +288,22 @@ fn compare_prints_a_table_and_json() {
     }
     assert_eq!(json["same_answers"], true, "{json}");
     assert_eq!(json["same_totals"], true, "{json}");
+    // Where the process may use two CPUs, the run says how fast they passed a line.
+    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let trip = &json["cache_line_round_trip"];
+    if two {
+        assert!(
+            trip["before_ns"].as_u64().is_some_and(|ns| ns > 0),
+            "{json}"
+        );
+        assert!(trip["after_ns"].as_u64().is_some_and(|ns| ns > 0), "{json}");
+        let verdict = trip["placement"].as_str().unwrap_or_default();
+        assert!(["near", "far", "changed"].contains(&verdict), "{json}");
+        assert!(
+            table.contains("cache-line round trip between two threads"),
+            "{table}"
+        );
+    } else {
+        assert!(trip.is_null(), "{json}");
+    }
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::placement::Placement;
 use super::{Limit, RunReport, Runner, load, progress_bar};
 use crate::engine::{self, Engine, Mode, Sync};
 use crate::schema::Scale;
@@ -20,6 +21,9 @@ pub struct CompareResult {
     pub summary_digest: u64,
     /// Orders in the database after the run.
     pub total_orders: u64,
+    /// How fast two CPUs passed a cache line before and after the run (the same for
+    /// every mode of one `compare` process); `None` on one CPU.
+    pub placement: Option<Placement>,
 }
 
 impl CompareResult {
@@ -35,6 +39,7 @@ impl CompareResult {
             "load_ns": r.load_time.map(|t| t.as_nanos() as u64),
             "summary_digest": self.summary_digest,
             "total_orders": self.total_orders,
+            "placement": self.placement.map(|p| p.to_json()),
         })
     }
 
@@ -65,6 +70,13 @@ impl CompareResult {
             },
             summary_digest: u("summary_digest")?,
             total_orders: u("total_orders")?,
+            placement: match &v["placement"] {
+                serde_json::Value::Null => None,
+                p => Some(Placement {
+                    before_ns: p["before_ns"].as_u64().ok_or_else(bad)?,
+                    after_ns: p["after_ns"].as_u64().ok_or_else(bad)?,
+                }),
+            },
         })
     }
 }
@@ -113,21 +125,27 @@ pub fn compare(
         });
     }
     let bar = progress_bar(show, Limit::Transactions(transactions * modes.len() as u64));
-    let mut turn = 0;
-    while all.iter().any(|c| c.runner.done < transactions) {
-        let n = all.len();
-        for k in 0..n {
-            let c = &mut all[(k + turn) % n];
-            let mode = c.engine.mode();
-            for _ in 0..SLICE.min(transactions - c.runner.done) {
-                c.runner
-                    .step(c.engine.as_mut(), &mut |_, _, _| Ok(()))
-                    .with_context(|| format!("running the mix on {mode}"))?;
+    // Timed right before and after the turns (not around the loads, which take
+    // seconds, in which the host may place the CPUs otherwise).
+    let (turns, placement) = Placement::around(|| -> Result<()> {
+        let mut turn = 0;
+        while all.iter().any(|c| c.runner.done < transactions) {
+            let n = all.len();
+            for k in 0..n {
+                let c = &mut all[(k + turn) % n];
+                let mode = c.engine.mode();
+                for _ in 0..SLICE.min(transactions - c.runner.done) {
+                    c.runner
+                        .step(c.engine.as_mut(), &mut |_, _, _| Ok(()))
+                        .with_context(|| format!("running the mix on {mode}"))?;
+                }
             }
+            turn += 1;
+            bar.set_position(all.iter().map(|c| c.runner.done).sum());
         }
-        turn += 1;
-        bar.set_position(all.iter().map(|c| c.runner.done).sum());
-    }
+        Ok(())
+    });
+    turns?;
     bar.finish_and_clear();
     let mut results = Vec::with_capacity(all.len());
     for mut c in all {
@@ -142,6 +160,7 @@ pub fn compare(
             report,
             summary_digest: summary.digest(),
             total_orders: summary.total_orders(),
+            placement,
         });
     }
     Ok(results)
@@ -217,14 +236,27 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
         "rolled-back New Orders: {}; orders in the database: {}",
         first.report.rolled_back, first.total_orders
     );
+    if let Some(p) = placement(results) {
+        let _ = writeln!(s, "{}", p.describe());
+    }
     s
+}
+
+/// The placement timed around our engine's modes (SQLite runs in a process of its
+/// own, on one thread, where it does not matter).
+fn placement(results: &[CompareResult]) -> Option<Placement> {
+    results
+        .iter()
+        .filter(|r| r.report.mode != Mode::Sqlite)
+        .find_map(|r| r.placement)
 }
 
 /// The comparison as JSON: an object keyed by transaction type, each with
 /// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
 /// type's transactions per second of the time spent in them), and the booleans
 /// `same_answers` and `same_totals` (every mode answered alike, and ended with the
-/// same database totals).
+/// same database totals), and, where two CPUs could be timed, `cache_line_round_trip`
+/// (`before_ns`, `after_ns`, `placement`: see [`Placement`]).
 pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
     let mut root = serde_json::Map::new();
     for kind in TxnKind::ALL {
@@ -251,6 +283,9 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
     let (same_answers, same_totals) = agreement(results);
     root.insert("same_answers".into(), same_answers.into());
     root.insert("same_totals".into(), same_totals.into());
+    if let Some(p) = placement(results) {
+        root.insert("cache_line_round_trip".into(), p.to_json());
+    }
     root.into()
 }
 
@@ -286,12 +321,22 @@ mod json_tests {
         report.busy = Duration::from_nanos(123_456_789);
         report.digest = u64::MAX - 1;
         report.load_time = Some(Duration::from_millis(1500));
-        let r = CompareResult {
+        let mut r = CompareResult {
             report,
             summary_digest: 42,
             total_orders: 30_885,
+            placement: Some(Placement {
+                before_ns: 120,
+                after_ns: 410,
+            }),
         };
         let back = CompareResult::from_json(&r.to_json()).unwrap();
+        assert_eq!(back.placement, r.placement);
+        r.placement = None;
+        assert_eq!(
+            CompareResult::from_json(&r.to_json()).unwrap().placement,
+            None
+        );
         assert_eq!(back.report.mode, Mode::Sequential);
         assert_eq!(back.report.latencies, r.report.latencies);
         assert_eq!(back.report.rolled_back, 3);

@@ -16,6 +16,7 @@ use crate::schema::{Meta, Scale};
 use crate::workload::{Terminal, TxnInput, TxnKind, TxnOutput};
 
 mod compare;
+pub mod placement;
 mod terminals;
 
 pub use compare::{CompareResult, compare, format_json, format_table};
