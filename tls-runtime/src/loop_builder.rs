@@ -65,6 +65,10 @@ impl Loop {
     /// iterations are so short that the per-epoch cost would show (epochs of about
     /// 10 us; about 80 us for a loop none of whose epochs has ever rolled back, cut
     /// shorter where a run would leave a thread fewer than 16 epochs).
+    ///
+    /// Up to 4 epochs per thread are in flight, so what escaped calls take and
+    /// commit-time actions give back (a pool's slots) is held for up to `4 * threads *
+    /// chunk` iterations at once; `chunk(1)` bounds it to `4 * threads`.
     pub fn chunk(mut self, chunk: usize) -> Self {
         self.chunk = Some(chunk.max(1));
         self

@@ -289,6 +289,44 @@ fn escaped_calls_are_undone_exactly_when_rolled_back() {
     }
 }
 
+/// What an escaped call takes and a commit-time action gives back is held from the
+/// call to the epoch's commit: with one iteration per epoch, by at most the epochs in
+/// flight (4 per thread), the bound the book's escape chapter gives for sizing a pool.
+#[test]
+fn an_escaped_take_given_back_at_commit_is_held_by_at_most_the_epochs_in_flight() {
+    for threads in [2, 4] {
+        static HELD: AtomicUsize = AtomicUsize::new(0);
+        static MOST: AtomicUsize = AtomicUsize::new(0);
+        static LOCK: EscapeLock = EscapeLock::new();
+        HELD.store(0, Ordering::SeqCst);
+        MOST.store(0, Ordering::SeqCst);
+        let out = SpecVec::from(vec![0u64; 2000]);
+        Loop::new()
+            .threads(threads)
+            .chunk(1)
+            .run(0..2000usize, |i| {
+                escape(&LOCK, || {
+                    let now = HELD.fetch_add(1, Ordering::SeqCst) + 1;
+                    MOST.fetch_max(now, Ordering::SeqCst);
+                });
+                on_violation(|| {
+                    HELD.fetch_sub(1, Ordering::SeqCst);
+                });
+                out.set(i, spin(1));
+                on_commit(|| {
+                    HELD.fetch_sub(1, Ordering::SeqCst);
+                });
+                Control::<()>::Continue
+            });
+        assert_eq!(HELD.load(Ordering::SeqCst), 0, "threads={threads}");
+        let most = MOST.load(Ordering::SeqCst);
+        assert!(
+            (1..=4 * threads).contains(&most),
+            "threads={threads}: {most} held at once"
+        );
+    }
+}
+
 #[test]
 fn failed_argument_check_waits_for_homefree_or_violation() {
     static LOCK: EscapeLock = EscapeLock::new();
