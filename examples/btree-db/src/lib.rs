@@ -70,8 +70,9 @@
 //!   by a crash is rebuilt. Recovery on open: analysis, redo, undo of losers.
 //!   A torn or garbage tail after the last whole record is cut; damage it
 //!   cannot tell apart from lost commits (a bad record followed by valid
-//!   ones, a log ending before the checkpoint, a page on disk newer than the
-//!   log's end) refuses to open with [`Error::LogDamaged`].
+//!   ones, a log ending before the checkpoint, log files that end before it
+//!   or are missing, a page on disk newer than the log's end) refuses to open
+//!   with [`Error::LogDamaged`].
 //!
 //! # API
 //!

@@ -24,13 +24,24 @@ use crate::error::{Error, PageId, Result};
 use crate::node;
 use crate::page::{KIND_BRANCH, KIND_LEAF, PageAccess, PageWrite};
 use crate::pager::FileHeader;
-use crate::wal::{KIND_ABORT, KIND_CLR, KIND_COMMIT, KIND_UPDATE, Op, Record};
+use crate::wal::{FIRST_LSN, KIND_ABORT, KIND_CLR, KIND_COMMIT, KIND_UPDATE, Op, Record};
 
 /// Recovers the database whose file header is `header`: analysis, redo,
 /// undo of losers. Raises `next_txn` past every transaction id in the log.
 pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) -> Result<()> {
     let wal = &store.wal;
-    let (bytes, base) = wal.read_from(header.log_start)?;
+    let (bytes, reached) = wal.read_from(header.log_start)?;
+    // The checkpoint synced the log up to its LSN before the header named it
+    // (a new database's header names nothing written), so files that reach
+    // less lost records: perhaps committed ones, which nothing else would
+    // show when their pages were never written (a large pool). Refuse.
+    if reached < header.checkpoint_lsn && header.checkpoint_lsn > FIRST_LSN {
+        return Err(Error::LogDamaged {
+            lsn: reached,
+            reason: "the log files end before the last checkpoint",
+        });
+    }
+    let base = header.log_start;
 
     // Analysis.
     let mut index: Vec<(u64, usize)> = Vec::new();

@@ -1019,6 +1019,160 @@ fn zeroed_range_of_the_log() {
     run_kind("zeroed_range_of_the_log", cases);
 }
 
+/// The log cut below the checkpoint, or its files deleted: the records after the
+/// checkpoint (and a crashed run's committed transactions among them) are gone,
+/// which must be refused, not opened as an older database. (A log cut exactly at a
+/// checkpoint that is also its start, on a segment boundary, looks like a log that
+/// ended there; after a clean close that loses nothing.)
+#[test]
+fn log_cut_before_the_checkpoint_or_deleted() {
+    let (crashed, clean) = fixtures();
+    let mut cases: Vec<Case> = Vec::new();
+    for fx in both() {
+        let db = &fx.files.iter().find(|(n, _)| n == DB).unwrap().1;
+        let log_start = header_u64(db, 24);
+        let segs: Vec<String> = fx
+            .files
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| n.starts_with(&format!("{DB}.wal.")))
+            .collect();
+        let all = segs.clone();
+        cases.push((
+            "every log file deleted".into(),
+            fx,
+            Box::new(move |d: &Path| {
+                for n in &all {
+                    std::fs::remove_file(d.join(n)).unwrap();
+                }
+            }),
+        ));
+        let first = Fixture::seg_name(log_start / SEG);
+        cases.push((
+            format!("the log file holding the log start ({first}) deleted"),
+            fx,
+            Box::new(move |d: &Path| std::fs::remove_file(d.join(&first)).unwrap()),
+        ));
+        // Cuts between the start of the log start's segment and the checkpoint,
+        // later segments removed.
+        let from = (log_start / SEG) * SEG;
+        for c in 0..6 {
+            let mut s = rng_for(9, c + 100 * u64::from(fx.name == "clean"));
+            let lsn = from + below(&mut s, (fx.checkpoint_lsn - from).max(1));
+            let later = segs.clone();
+            cases.push((
+                format!(
+                    "log cut at {lsn}, below the checkpoint at {}",
+                    fx.checkpoint_lsn
+                ),
+                fx,
+                Box::new(move |d: &Path| {
+                    let seg = Fixture::seg_name(lsn / SEG);
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(d.join(&seg))
+                        .unwrap()
+                        .set_len(lsn % SEG)
+                        .unwrap();
+                    for n in later.iter().filter(|n| **n > seg) {
+                        std::fs::remove_file(d.join(n)).unwrap();
+                    }
+                }),
+            ));
+        }
+    }
+    let _ = (crashed, clean);
+    run_kind("log_cut_before_the_checkpoint_or_deleted", cases);
+}
+
+/// The same damage where the committed rows past the checkpoint are in the log
+/// alone: a pool large enough that no page is written after a clean close's
+/// checkpoint, then 100 rows committed (synced) and a crash. Nothing on the pages
+/// tells that the log lost them, so the log itself must: opening is refused
+/// (`LogDamaged`), or, where the damage left them readable, all 200 rows are there.
+#[test]
+fn a_log_that_lost_what_followed_a_clean_checkpoint_is_refused() {
+    let big_pool = Options {
+        pool_pages: 4096,
+        ..opts()
+    };
+    let src = tempfile::tempdir().unwrap();
+    let path = src.path().join(DB);
+    let row = |i: u32| (format!("key{i:05}").into_bytes(), value(i, 7));
+    {
+        let db = Database::open(&path, big_pool.clone()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut txn = db.begin();
+        for i in 0..100 {
+            let (k, v) = row(i);
+            txn.put(t, &k, &v).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    {
+        let db = Database::open(&path, big_pool.clone()).unwrap();
+        let t = db.table("t").unwrap();
+        let mut txn = db.begin();
+        for i in 100..200 {
+            let (k, v) = row(i);
+            txn.put(t, &k, &v).unwrap();
+        }
+        txn.commit().unwrap();
+        db.simulate_crash_on_drop();
+    }
+    let files = read_files(src.path());
+    let header = &files.iter().find(|(n, _)| n == DB).unwrap().1;
+    let log_start = header_u64(header, 24);
+    assert!(
+        log_start % SEG > 0,
+        "the log should start inside a segment: {log_start}"
+    );
+    let start_seg = Fixture::seg_name(log_start / SEG);
+    let cuts: Vec<(String, Box<dyn Fn(&Path)>)> = vec![
+        (
+            "every log file deleted".into(),
+            Box::new(|d: &Path| {
+                for (n, _) in files.iter().filter(|(n, _)| n != DB) {
+                    std::fs::remove_file(d.join(n)).unwrap();
+                }
+            }),
+        ),
+        (
+            format!("{start_seg} (holding the log start {log_start}) deleted"),
+            Box::new(|d: &Path| std::fs::remove_file(d.join(&start_seg)).unwrap()),
+        ),
+        (
+            format!("{start_seg} cut to half its bytes below the log start"),
+            Box::new(|d: &Path| {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join(&start_seg))
+                    .unwrap();
+                f.set_len(log_start % SEG / 2).unwrap();
+            }),
+        ),
+    ];
+    for (what, cut) in cuts {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, b) in &files {
+            std::fs::write(dir.path().join(n), b).unwrap();
+        }
+        cut(dir.path());
+        match Database::open(dir.path().join(DB), big_pool.clone()) {
+            Err(btree_db::Error::LogDamaged { .. }) => {}
+            Err(e) => panic!("{what}: refused, but not as a damaged log: {e}"),
+            Ok(db) => {
+                let t = db.table("t").unwrap();
+                let mut txn = db.begin();
+                let present = (0..200)
+                    .filter(|&i| txn.get(t, &row(i).0).unwrap().is_some())
+                    .count();
+                assert_eq!(present, 200, "{what}: opened with {present} of 200 rows");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Forged pages: structurally hostile pages that pass the checksum.
 

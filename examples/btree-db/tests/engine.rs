@@ -577,7 +577,7 @@ fn missing_log_segment_is_an_error() {
     let e = Database::open(&path, opts())
         .err()
         .expect("a hole in the log must not open");
-    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(matches!(e, Error::LogDamaged { .. }), "{e}");
 }
 
 #[test]

@@ -295,7 +295,9 @@ impl Wal {
     }
 
     /// Reads the stream from `from` to the end of the last contiguous segment.
-    /// Returns the bytes and the LSN of the first byte.
+    /// Returns the bytes and how far the files reach: the LSN just past their
+    /// last byte, which is below `from` when the file that should hold `from`
+    /// is shorter or missing (then there are no bytes).
     pub(crate) fn read_from(&self, from: u64) -> Result<(Vec<u8>, u64)> {
         let first = from / self.seg_size;
         let mut out = Vec::new();
@@ -308,8 +310,8 @@ impl Wal {
             if seg != expect {
                 // A hole in the middle of the log is damage, not a torn tail:
                 // refuse rather than cut off the later, committed records.
-                return Err(Error::Corrupt {
-                    page: 0,
+                return Err(Error::LogDamaged {
+                    lsn: expect * self.seg_size,
                     reason: "a log segment file is missing",
                 });
             }
@@ -319,20 +321,21 @@ impl Wal {
             expect += 1;
             if !full {
                 if segs.iter().any(|&s| s > seg) {
-                    return Err(Error::Corrupt {
-                        page: 0,
+                    return Err(Error::LogDamaged {
+                        lsn: seg * self.seg_size + bytes.len() as u64,
                         reason: "a log segment file is short",
                     });
                 }
                 break;
             }
         }
+        let reached = first * self.seg_size + out.len() as u64;
         let skip = (from - first * self.seg_size) as usize;
         if out.len() < skip {
-            return Ok((Vec::new(), from));
+            return Ok((Vec::new(), reached));
         }
         out.drain(..skip);
-        Ok((out, from))
+        Ok((out, reached))
     }
 
     /// After recovery found the valid end of the log: cut everything past it
