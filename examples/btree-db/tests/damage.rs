@@ -1026,7 +1026,6 @@ fn zeroed_range_of_the_log() {
 /// ended there; after a clean close that loses nothing.)
 #[test]
 fn log_cut_before_the_checkpoint_or_deleted() {
-    let (crashed, clean) = fixtures();
     let mut cases: Vec<Case> = Vec::new();
     for fx in both() {
         let db = &fx.files.iter().find(|(n, _)| n == DB).unwrap().1;
@@ -1081,7 +1080,6 @@ fn log_cut_before_the_checkpoint_or_deleted() {
             ));
         }
     }
-    let _ = (crashed, clean);
     run_kind("log_cut_before_the_checkpoint_or_deleted", cases);
 }
 
@@ -1124,11 +1122,12 @@ fn a_log_that_lost_what_followed_a_clean_checkpoint_is_refused() {
     let header = &files.iter().find(|(n, _)| n == DB).unwrap().1;
     let log_start = header_u64(header, 24);
     assert!(
-        log_start % SEG > 0,
+        !log_start.is_multiple_of(SEG),
         "the log should start inside a segment: {log_start}"
     );
     let start_seg = Fixture::seg_name(log_start / SEG);
-    let cuts: Vec<(String, Box<dyn Fn(&Path)>)> = vec![
+    type Cut<'a> = (String, Box<dyn Fn(&Path) + 'a>);
+    let cuts: Vec<Cut> = vec![
         (
             "every log file deleted".into(),
             Box::new(|d: &Path| {
