@@ -17,26 +17,39 @@ use tpcc::engine::{Engine, Mode, Sync};
 use tpcc::schema::Scale;
 use tpcc::workload::TxnKind;
 
-const TERMINALS: usize = 4;
-const TRANSACTIONS: u64 = 800;
+/// Terminals, loop threads and transactions of a run.
+struct Shape {
+    terminals: usize,
+    threads: usize,
+    transactions: u64,
+}
+
+const USUAL: Shape = Shape {
+    terminals: 4,
+    threads: 2,
+    transactions: 800,
+};
 
 fn orders(s: &tpcc::engine::Summary) -> u64 {
     s.districts.values().map(|d| d.orders).sum()
 }
 
-fn run(mode: Mode, inject: u32) {
-    let context = format!("{mode}, {} per million injected", inject);
+fn run(mode: Mode, inject: u32, shape: Shape) {
+    let context = format!(
+        "{mode}, {} terminals, {} threads, {inject} per million injected",
+        shape.terminals, shape.threads
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut first = sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, mode).unwrap();
     let meta = driver::load(&mut first, 1, Scale::SMALL, 41, false).unwrap();
-    first.set_threads(Some(2));
+    first.set_threads(Some(shape.threads));
     let before = first.summary().unwrap();
     // The terminals; `first` stays out of the run, to check the database after it.
-    let mut terminals: Vec<Box<dyn Engine + Send>> = (0..TERMINALS)
+    let mut terminals: Vec<Box<dyn Engine + Send>> = (0..shape.terminals)
         .map(|_| Box::new(first.another_terminal().unwrap()) as Box<dyn Engine + Send>)
         .collect();
     let opts = RunOptions {
-        limit: Limit::Transactions(TRANSACTIONS),
+        limit: Limit::Transactions(shape.transactions),
         seed: 42,
         progress: false,
     };
@@ -48,7 +61,7 @@ fn run(mode: Mode, inject: u32) {
     })
     .unwrap();
     tls_runtime::inject_violations(0);
-    assert_eq!(report.count(), TRANSACTIONS, "{context}");
+    assert_eq!(report.count(), shape.transactions, "{context}");
 
     let after = first.summary().unwrap();
     after.check().unwrap();
@@ -95,9 +108,31 @@ fn run(mode: Mode, inject: u32) {
 
 #[test]
 fn terminals_at_once_keep_the_database_consistent() {
-    run(Mode::Sequential, 0);
-    run(Mode::Tls, 0);
+    run(Mode::Sequential, 0, USUAL);
+    run(Mode::Tls, 0, USUAL);
     // One tracked access in five rolls its epoch back, while other terminals hold
     // and wait for locks.
-    run(Mode::Tls, 200_000);
+    run(Mode::Tls, 200_000, USUAL);
+}
+
+/// Eight terminals on one warehouse, each transaction's loops on eight threads (on
+/// a small machine, far more threads than cores, so every loop is slow and holds
+/// its locks long). Two Deliveries of one warehouse used to deadlock whenever they
+/// overlapped: each had scanned the district's oldest new order (a shared lock)
+/// and waited to delete it, the speculative loop leaving that wait until the
+/// epoch's commit, and a Delivery lost all 50 of its retries in nearly every such
+/// run. They take turns now.
+#[test]
+fn eight_terminals_on_eight_threads_each_finish() {
+    for _ in 0..2 {
+        run(
+            Mode::Tls,
+            0,
+            Shape {
+                terminals: 8,
+                threads: 8,
+                transactions: 1500,
+            },
+        );
+    }
 }

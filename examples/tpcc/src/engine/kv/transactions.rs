@@ -412,6 +412,12 @@ impl Bufs {
         tx: &mut T,
         input: &DeliveryInput,
     ) -> Result<DeliveryOutput> {
+        // A warehouse's Deliveries take turns (an exclusive lock on a NEW-ORDER key
+        // of district 0, which no order has): scans lock only the rows they return,
+        // so another Delivery could take the next order as the oldest past this
+        // one's uncommitted delete, and deliver out of order if this one aborted.
+        let key = codec::new_order_key(input.w_id, 0, 0);
+        tx.get_for_update(Table::NewOrder, &key, &mut self.row)?;
         let start = self.loop_start();
         let delivered = if self.loops == Mode::ByHand {
             by_hand::deliver_districts(&tx.share(), input, self.parts())?
