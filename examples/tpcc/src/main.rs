@@ -170,6 +170,15 @@ impl ScaleArgs {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`tpcc run | head -1`) ends this
+    // process as it ends other Unix tools, quietly, instead of a panic in `println!`
+    // (Rust ignores SIGPIPE, so the write fails instead).
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists; it only
+    // restores the default action of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

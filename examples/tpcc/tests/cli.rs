@@ -307,3 +307,31 @@ fn compare_prints_a_table_and_json() {
         assert!(trip.is_null(), "{json}");
     }
 }
+
+/// Output piped into a reader that has gone (`tpcc load ... | head -c 5`) ends the
+/// program quietly, as other Unix tools end, not with a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_output_pipe_ends_the_program_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tpcc"))
+        .args(["load", "--db", db.to_str().unwrap()])
+        .args(["--items", "200", "--customers", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running tpcc");
+    // Nobody will read what it prints.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("waiting for tpcc");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        o.status.success() || o.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        o.status
+    );
+}
