@@ -953,6 +953,18 @@ fn flipped_bit_in_the_log() {
     run_kind("flipped_bit_in_the_log", cases);
 }
 
+/// Cuts the log file holding `lsn` there; returns the file's name.
+fn cut_log(d: &Path, lsn: u64) -> String {
+    let seg = Fixture::seg_name(lsn / SEG);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join(&seg))
+        .unwrap()
+        .set_len(lsn % SEG)
+        .unwrap();
+    seg
+}
+
 #[test]
 fn truncated_log() {
     let (crashed, _) = fixtures();
@@ -974,12 +986,7 @@ fn truncated_log() {
             ),
             crashed,
             Box::new(move |d: &Path| {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(d.join(&seg))
-                    .unwrap()
-                    .set_len(lsn % SEG)
-                    .unwrap();
+                cut_log(d, lsn);
                 if whole {
                     for later in (lsn / SEG + 1).. {
                         let p = d.join(Fixture::seg_name(later));
@@ -1066,13 +1073,7 @@ fn log_cut_before_the_checkpoint_or_deleted() {
                 ),
                 fx,
                 Box::new(move |d: &Path| {
-                    let seg = Fixture::seg_name(lsn / SEG);
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(d.join(&seg))
-                        .unwrap()
-                        .set_len(lsn % SEG)
-                        .unwrap();
+                    let seg = cut_log(d, lsn);
                     for n in later.iter().filter(|n| **n > seg) {
                         std::fs::remove_file(d.join(n)).unwrap();
                     }
@@ -1097,27 +1098,22 @@ fn a_log_that_lost_what_followed_a_clean_checkpoint_is_refused() {
     let src = tempfile::tempdir().unwrap();
     let path = src.path().join(DB);
     let row = |i: u32| (format!("key{i:05}").into_bytes(), value(i, 7));
-    {
+    // Rows `rows` in one transaction; a crash after it, or a clean close.
+    let session = |rows: std::ops::Range<u32>, crash: bool| {
         let db = Database::open(&path, big_pool.clone()).unwrap();
-        let t = db.create_table("t").unwrap();
+        let t = db.table("t").or_else(|_| db.create_table("t")).unwrap();
         let mut txn = db.begin();
-        for i in 0..100 {
+        for i in rows {
             let (k, v) = row(i);
             txn.put(t, &k, &v).unwrap();
         }
         txn.commit().unwrap();
-    }
-    {
-        let db = Database::open(&path, big_pool.clone()).unwrap();
-        let t = db.table("t").unwrap();
-        let mut txn = db.begin();
-        for i in 100..200 {
-            let (k, v) = row(i);
-            txn.put(t, &k, &v).unwrap();
+        if crash {
+            db.simulate_crash_on_drop();
         }
-        txn.commit().unwrap();
-        db.simulate_crash_on_drop();
-    }
+    };
+    session(0..100, false);
+    session(100..200, true);
     let files = read_files(src.path());
     let header = &files.iter().find(|(n, _)| n == DB).unwrap().1;
     let log_start = header_u64(header, 24);
@@ -1143,11 +1139,7 @@ fn a_log_that_lost_what_followed_a_clean_checkpoint_is_refused() {
         (
             format!("{start_seg} cut to half its bytes below the log start"),
             Box::new(|d: &Path| {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(d.join(&start_seg))
-                    .unwrap();
-                f.set_len(log_start % SEG / 2).unwrap();
+                cut_log(d, log_start - log_start % SEG / 2);
             }),
         ),
     ];
