@@ -21,7 +21,7 @@ const TRIPS: u64 = 1000;
 /// Below this round trip (ns) the two CPUs count as near.
 pub const NEAR_NS: u64 = 250;
 
-/// The p50, in nanoseconds, of [`TRIPS`] round trips of one cache line between this
+/// The p50, in nanoseconds, of 1,000 round trips of one cache line between this
 /// thread and another, both spinning; `None` where the process may use fewer than two
 /// CPUs (two spinning threads would then take a time slice per round trip).
 ///
