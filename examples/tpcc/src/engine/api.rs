@@ -125,6 +125,13 @@ pub trait Engine: LoadSink {
     fn summary(&mut self) -> Result<Summary>;
     /// Whether order `(w_id, d_id, o_id)` exists.
     fn order_exists(&mut self, w_id: u16, d_id: u8, o_id: u32) -> Result<bool>;
+    /// Runs the transactions' loops in order, as mode `sequential` does (`true`),
+    /// or as the engine's mode says again (`false`). The driver asks for it while
+    /// it runs again a transaction that keeps losing lock conflicts: loops run as
+    /// speculative epochs or split by hand take their row locks out of loop order
+    /// and hold them longer, which can make one transaction lose to the others'
+    /// every time. Engines whose transactions have no such loops ignore it.
+    fn loops_in_order(&mut self, _in_order: bool) {}
 }
 
 /// Runs one transaction of any type.

@@ -566,6 +566,14 @@ impl<S: KvStore> Engine for KvEngine<S> {
         self.mode
     }
 
+    fn loops_in_order(&mut self, in_order: bool) {
+        self.bufs.loops = if in_order {
+            Mode::Sequential
+        } else {
+            self.mode
+        };
+    }
+
     fn meta(&mut self) -> Result<Meta> {
         let found = self.txn(|tx, b| {
             let found = tx.get(Table::Meta, codec::META_KEY, &mut b.row)?;
