@@ -11,9 +11,10 @@
 //!   writes): every epoch changes one location that the next reads, a running total
 //!   or a counter. If the loop uses it only after it ends, an *accumulation*
 //!   (`total += x`) is applied at commit and never violates.
-//! - a load late in its epoch (past the middle, by the share of the epoch's tracked
-//!   accesses made before it): a *checkpoint* just before it keeps the work before
-//!   it when it is violated.
+//! - a load late in its epoch (past the middle: in profile mode, by the share of the
+//!   epoch's time run before it; in a parallel run, by the share of its tracked
+//!   accesses made before it): a *checkpoint* just before it keeps the work before it
+//!   when it is violated.
 //! - otherwise a *true dependence*: a value an earlier iteration makes and this one
 //!   needs early. No annotation removes it.
 //!
@@ -87,17 +88,19 @@ pub(crate) fn read_modify_write(store: SourceLocation, load: SourceLocation) -> 
             "every epoch loads one location at {load} and stores it at {store} (a running \
              total, a counter): if the loop uses its value only after it ends, make it an \
              accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
-             without violations"
+             without violations; if the body uses the value, it is a true dependence, \
+             which no annotation removes"
         ),
         predicted_speedup_2: None,
     }
 }
 
-/// A load this far through its epoch (by accesses) or later is worth a checkpoint.
+/// A load this far through its epoch or later is worth a checkpoint.
 pub(crate) const LATE_LOAD: f64 = 0.5;
 
 /// The fix for the dependence `store` → `load` of the loop at `at`; `load_share` is
-/// the share of its epoch's tracked accesses made before the load, when known.
+/// how far through its epoch the load comes, when known (profile mode: the share of
+/// the epoch's time; a parallel run: of its tracked accesses).
 pub(crate) fn advise(
     store: SourceLocation,
     load: SourceLocation,
