@@ -55,7 +55,8 @@ struct Args {
     window: Option<(f64, f64)>,
 }
 
-fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+/// The arguments; `None` when they ask for the usage.
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut baseline = None;
     let mut out = None;
     let mut reports = Vec::new();
@@ -81,7 +82,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 };
                 window = Some((parse(a)?, parse(b)?));
             }
-            "-h" | "--help" => return Err(usage().into()),
+            "-h" | "--help" => return Ok(None),
             s if s.starts_with('-') => return Err(format!("unknown option {s}\n{}", usage())),
             _ => reports.push(a.into()),
         }
@@ -90,13 +91,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     if reports.is_empty() && timeline.is_none() {
         return Err(format!("no report given\n{}", usage()));
     }
-    Ok(Args {
+    Ok(Some(Args {
         baseline,
         out,
         reports,
         timeline,
         window,
-    })
+    }))
 }
 
 fn read_json(path: &PathBuf) -> Result<Vec<Value>, String> {
@@ -114,9 +115,15 @@ fn read_json(path: &PathBuf) -> Result<Vec<Value>, String> {
 }
 
 fn num(l: &Value, key: &str, file: &str) -> Result<f64, String> {
-    l.get(key)
+    let v = l
+        .get(key)
         .and_then(Value::as_f64)
-        .ok_or_else(|| format!("{file}: a loop has no numeric `{key}`"))
+        .ok_or_else(|| format!("{file}: a loop has no numeric `{key}`"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{file}: a loop's `{key}` is {v}, not a time"))
+    }
 }
 
 /// Turns report files into bars.
@@ -136,6 +143,11 @@ fn bars(reports: &[(String, Vec<Value>)], baseline: &[Value]) -> Result<Vec<Bar>
                 num(l, "idle_ns", file)?,
             ];
             let total: f64 = parts.iter().sum();
+            if !total.is_finite() {
+                return Err(format!(
+                    "{file}: loop {name}'s times add up to more than a number holds"
+                ));
+            }
             let sequential = baseline
                 .iter()
                 .find(|b| b.get("name").and_then(Value::as_str) == Some(name))
@@ -299,6 +311,15 @@ fn timeline_spans(trace: &Value, window: Option<(f64, f64)>) -> Result<Timeline,
     }
     let start = spans.iter().map(|s| s.from).fold(f64::INFINITY, f64::min);
     let (from, to) = window.unwrap_or((start, start + 2000.0));
+    // Plotting hangs or panics on a window that is not a finite stretch.
+    if !(from.is_finite() && to.is_finite() && (to - from).is_finite() && from < to) {
+        return Err(match window {
+            Some(_) => {
+                format!("--window-us {from},{to}: FROM and TO must be numbers, FROM below TO")
+            }
+            None => format!("the trace's spans start at {start} us, too far out to draw"),
+        });
+    }
     spans.retain(|s| s.to > from && s.from < to);
     Ok((spans, lanes.into_iter().map(|l| l.1).collect(), (from, to)))
 }
@@ -352,7 +373,10 @@ fn draw_timeline(
 }
 
 fn run() -> Result<(), String> {
-    let args = parse_args(std::env::args().skip(1))?;
+    let Some(args) = parse_args(std::env::args().skip(1))? else {
+        println!("{}", usage());
+        return Ok(());
+    };
     if let Some(path) = &args.timeline {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -462,5 +486,41 @@ mod tests {
         assert!(parse_args(["r.json".to_string()].into_iter()).is_err());
         assert!(parse_args(["-o".to_string()].into_iter()).is_err());
         assert!(parse_args(["--frobnicate".to_string()].into_iter()).is_err());
+        assert!(matches!(
+            parse_args(["--help".to_string()].into_iter()),
+            Ok(None)
+        ));
+        // Times that are not times.
+        let negative = vec![loop_json("x", 100, 1, 0, 0, 5)]
+            .into_iter()
+            .map(|mut l| {
+                l["wasted_ns"] = json!(-3);
+                l
+            })
+            .collect();
+        assert!(bars(&[("f".into(), negative)], &[]).is_err());
+        let huge = vec![json!({"name": "x", "wall_ns": 1.0, "busy_ns": 1e308,
+                               "wasted_ns": 1e308, "wait_ns": 0, "idle_ns": 0})];
+        assert!(bars(&[("f".into(), huge)], &[]).is_err());
+    }
+
+    /// A window that is not a finite stretch made plotting panic (NaN) or hang (an
+    /// infinite end); a trace whose spans lie too far out to add a window to, too.
+    #[test]
+    fn a_window_that_cannot_be_drawn_is_an_error() {
+        let trace = json!({"traceEvents": [{"ph": "X", "tid": 1, "ts": 10.0, "dur": 5.0}]});
+        for w in [
+            (f64::NAN, f64::NAN),
+            (0.0, f64::INFINITY),
+            (f64::NEG_INFINITY, 0.0),
+            (-1e308, 1e308),
+            (9.0, 1.0),
+            (5.0, 5.0),
+        ] {
+            assert!(timeline_spans(&trace, Some(w)).is_err(), "{w:?}");
+        }
+        let far = json!({"traceEvents": [{"ph": "X", "tid": 1, "ts": 1e308, "dur": 5.0}]});
+        assert!(timeline_spans(&far, None).is_err());
+        assert!(timeline_spans(&trace, Some((0.0, 1e12))).is_ok());
     }
 }
