@@ -226,12 +226,23 @@ pub(crate) fn spec_fn(f: &SpecFn) -> syn::Result<SpecPlan> {
         }
         for arg in &sig.inputs {
             match arg {
-                syn::FnArg::Receiver(r) if matches!(r.kind, syn::ReceiverKind::Reference(..)) => errors.spanned(
-                    r,
-                    "an `#[on_commit]` method cannot borrow `self`: its arguments are moved into \
-                     a call that runs when the epoch commits, so they must be `Send + 'static`; \
-                     take `self` by value (e.g. `self: Arc<Self>`) or make it a free function",
-                ),
+                // `&self`, `&mut self`, or the same written out (`self: &Self`,
+                // `self: Pin<&mut Self>`).
+                syn::FnArg::Receiver(r)
+                    if match &r.kind {
+                        syn::ReceiverKind::Reference(..) => true,
+                        syn::ReceiverKind::Typed(_, ty) => borrowed(ty).is_some(),
+                        _ => false,
+                    } =>
+                {
+                    errors.spanned(
+                        r,
+                        "an `#[on_commit]` method cannot borrow `self`: its arguments are moved \
+                         into a call that runs when the epoch commits, so they must be `Send + \
+                         'static`; take `self` by value (e.g. `self: Arc<Self>`) or make it a free \
+                         function",
+                    )
+                }
                 syn::FnArg::Typed(t) => {
                     if let Some(r) = borrowed(&t.ty) {
                         errors.spanned(
