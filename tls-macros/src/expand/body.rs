@@ -253,7 +253,12 @@ impl VisitMut for BodyRewriter<'_> {
 /// ```
 fn try_as_step(t: &syn::ExprTry) -> TokenStream {
     let rt = rt();
-    let inner = &t.expr;
+    // `(*x)?` passes `*x`: parentheses kept around the call's argument would draw
+    // `unused_parens` on the user's line, whose suggested fix changes its meaning.
+    let mut inner = &*t.expr;
+    while let Expr::Paren(p) = inner {
+        inner = &p.expr;
+    }
     let q = t.question_token.span;
     let rt_q = rt_at(q);
     let branch = quote_spanned!(q=> #rt_q::branch(#inner));

@@ -111,8 +111,10 @@ fn with_consumed_siblings(f: SpecFn) -> ImplItemFn {
         .collect();
     let mut func = f.func;
     if !consumed.is_empty() {
-        let block = &func.block;
-        func.block = parse_quote!({ #(#consumed)* #block });
+        // The body's statements after the items, not its block: a block as the
+        // last expression draws `unused_braces` on the user's braces.
+        let body = &func.block.stmts;
+        func.block = parse_quote!({ #(#consumed)* #(#body)* });
     }
     func
 }

@@ -19,7 +19,9 @@ use syn::{ImplItemFn, parse_quote};
 /// ```
 pub(super) fn delayed_block(func: &ImplItemFn, closure_ret: &TokenStream) -> syn::Block {
     let rt = rt();
-    let block = &func.block;
+    // The body's statements, not its block: a block as the closure's last
+    // expression draws `unused_braces` on the user's braces.
+    let body = &func.block.stmts;
     let named = named_args(&func.sig);
     let check = named.iter().map(|p| {
         let ident = &p.ident;
@@ -33,7 +35,7 @@ pub(super) fn delayed_block(func: &ImplItemFn, closure_ret: &TokenStream) -> syn
     });
     parse_quote!({
         #(#check)*
-        #rt::delay_call(move || #closure_ret { #(#take)* #block })
+        #rt::delay_call(move || #closure_ret { #(#take)* #(#body)* })
     })
 }
 
