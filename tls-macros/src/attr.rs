@@ -21,12 +21,50 @@ pub(crate) struct LoopArgs {
     /// The loop's name in reports.
     pub(crate) name: Option<LoopName>,
     /// Threads that may run the loop's epochs, the caller included.
-    pub(crate) threads: Option<syn::Expr>,
+    pub(crate) threads: Option<ExprArg>,
     /// Iterations per epoch.
     pub(crate) chunk: Option<Chunk>,
     /// The `&'static LoopSite` that keeps the loop's adaptive state (default: one
     /// `static` per loop).
-    pub(crate) site: Option<syn::Expr>,
+    pub(crate) site: Option<ExprArg>,
+}
+
+/// An option that takes an expression (`threads = n`, `site = &SITES[k]`).
+///
+/// Not a string: darling would parse `threads = "2"` as the code `2`, which no other
+/// option of ours does (`name = 5` is refused).
+#[derive(Debug, Clone)]
+pub(crate) struct ExprArg(pub(crate) syn::Expr);
+
+impl FromMeta for ExprArg {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match expr {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(_),
+                ..
+            }) => Err(darling::Error::custom(
+                "expected an expression, not a string: `threads = 4`, `threads = n`",
+            )
+            .with_span(expr)),
+            _ => Ok(ExprArg(expr.clone())),
+        }
+    }
+    fn from_word() -> darling::Result<Self> {
+        Err(darling::Error::custom(
+            "this option needs a value: `threads = 4`, `site = &SITE`",
+        ))
+    }
+    fn from_list(_: &[NestedMeta]) -> darling::Result<Self> {
+        Err(darling::Error::custom(
+            "write the option with `=`: `threads = 4`, not `threads(4)`",
+        ))
+    }
+}
+
+impl quote::ToTokens for ExprArg {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        self.0.to_tokens(tokens)
+    }
 }
 
 /// `name = "..."`.
@@ -36,6 +74,25 @@ pub(crate) struct LoopName(pub(crate) String);
 impl FromMeta for LoopName {
     fn from_string(value: &str) -> darling::Result<Self> {
         Ok(LoopName(value.to_owned()))
+    }
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match expr {
+            syn::Expr::Lit(l) => Self::from_value(&l.lit),
+            _ => Err(darling::Error::custom(
+                "expected a string literal: `name = \"new_order.items\"`",
+            )
+            .with_span(expr)),
+        }
+    }
+    fn from_word() -> darling::Result<Self> {
+        Err(darling::Error::custom(
+            "`name` needs a value: `name = \"new_order.items\"`",
+        ))
+    }
+    fn from_list(_: &[NestedMeta]) -> darling::Result<Self> {
+        Err(darling::Error::custom(
+            "write the option with `=`: `name = \"new_order.items\"`",
+        ))
     }
     fn from_value(value: &syn::Lit) -> darling::Result<Self> {
         match value {
@@ -52,12 +109,25 @@ impl FromMeta for LoopName {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Chunk(pub(crate) usize);
 
+/// What `chunk` takes, for errors.
+const CHUNK_FORM: &str = "expected a positive integer literal: `chunk = 8` (for a computed \
+                          value, call `Loop::chunk` on a `Loop` instead)";
+
 impl FromMeta for Chunk {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match expr {
+            syn::Expr::Lit(l) => Self::from_value(&l.lit),
+            _ => Err(darling::Error::custom(CHUNK_FORM).with_span(expr)),
+        }
+    }
+    fn from_word() -> darling::Result<Self> {
+        Err(darling::Error::custom(CHUNK_FORM))
+    }
+    fn from_list(_: &[NestedMeta]) -> darling::Result<Self> {
+        Err(darling::Error::custom(CHUNK_FORM))
+    }
     fn from_value(value: &syn::Lit) -> darling::Result<Self> {
-        let err = || {
-            darling::Error::custom("expected a positive integer literal: `chunk = 8`")
-                .with_span(value)
-        };
+        let err = || darling::Error::custom(CHUNK_FORM).with_span(value);
         match value {
             syn::Lit::Int(i) => match i.base10_parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Chunk(n)),
