@@ -310,6 +310,11 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             );
             return;
         }
+        // A `?` or `return` in a standard macro's arguments returns from the loop as
+        // one in the body does (the rewriting reaches it too).
+        if self.closures == 0 && scan::control_flow_args(m).is_some() {
+            self.returns = true;
+        }
         let mut names = Vec::new();
         scan::token_mentions(m.tokens.clone(), &mut names);
         for n in names {

@@ -55,6 +55,29 @@ pub(crate) fn macro_name(mac: &Macro) -> Option<String> {
     mac.path.segments.last().map(|s| s.ident.to_string())
 }
 
+/// The arguments of a standard macro that takes expressions (`println!`, `assert!`,
+/// ...; see [`symbol::EXPRESSION_MACROS`]) when they hold a `?` or a `return`, which
+/// the loop body's rewriting must reach; `None` for any other macro or arguments.
+pub(crate) fn control_flow_args(
+    mac: &Macro,
+) -> Option<syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>> {
+    let name = macro_name(mac)?;
+    if !symbol::EXPRESSION_MACROS.contains(&name.as_str()) || !has_try_or_return(&mac.tokens) {
+        return None;
+    }
+    mac.parse_body_with(syn::punctuated::Punctuated::parse_terminated)
+        .ok()
+}
+
+fn has_try_or_return(tokens: &proc_macro2::TokenStream) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Punct(p) => p.as_char() == '?',
+        proc_macro2::TokenTree::Ident(i) => i == "return",
+        proc_macro2::TokenTree::Group(g) => has_try_or_return(&g.stream()),
+        proc_macro2::TokenTree::Literal(_) => false,
+    })
+}
+
 /// Whether `mac` is `checkpoint!()`.
 pub(crate) fn is_checkpoint(mac: &Macro) -> bool {
     macro_name(mac).as_deref() == Some(symbol::CHECKPOINT)

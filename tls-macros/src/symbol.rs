@@ -68,6 +68,30 @@ pub(crate) const PRINT_MACROS: &[(&str, Stream, bool)] = &[
 /// `write!` / `writeln!`: delayed when they write to `stdout()` or `stderr()`.
 pub(crate) const WRITE_MACROS: &[(&str, bool)] = &[("write", false), ("writeln", true)];
 
+/// Standard macros whose arguments are expressions separated by commas: a `?` or
+/// `return` in them is rewritten as in the loop body (`println!("{}", s.parse()?)`).
+pub(crate) const EXPRESSION_MACROS: &[&str] = &[
+    "print",
+    "println",
+    "eprint",
+    "eprintln",
+    "format",
+    "format_args",
+    "write",
+    "writeln",
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "panic",
+    "unreachable",
+    "todo",
+    "unimplemented",
+    "dbg",
+];
+
 /// Standard stream constructors recognized as the target of `write!`.
 pub(crate) const STREAMS: &[(&str, Stream)] =
     &[("stdout", Stream::Stdout), ("stderr", Stream::Stderr)];

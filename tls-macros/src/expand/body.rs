@@ -77,6 +77,27 @@ impl BodyRewriter<'_> {
     }
 }
 
+impl BodyRewriter<'_> {
+    /// Rewrites the `?` and `return` in a standard macro's arguments
+    /// ([`scan::control_flow_args`]) as in the body. A named format argument's name
+    /// (`name = value`) stays as written; its value is rewritten.
+    fn rewrite_macro_args(&mut self, mac: &mut syn::Macro) {
+        if self.closures > 0 {
+            return;
+        }
+        let Some(mut args) = scan::control_flow_args(mac) else {
+            return;
+        };
+        for a in args.iter_mut() {
+            match a {
+                Expr::Assign(named) => self.visit_expr_mut(&mut named.right),
+                _ => self.visit_expr_mut(a),
+            }
+        }
+        mac.tokens = quote!(#args);
+    }
+}
+
 impl VisitMut for BodyRewriter<'_> {
     fn visit_stmt_mut(&mut self, s: &mut Stmt) {
         if let Stmt::Expr(Expr::MethodCall(call), Some(_)) = s
@@ -87,6 +108,9 @@ impl VisitMut for BodyRewriter<'_> {
             }
             *s = Stmt::Expr(Expr::Verbatim(record_method(&acc, call)), None);
             return;
+        }
+        if let Stmt::Macro(m) = s {
+            self.rewrite_macro_args(&mut m.mac);
         }
         if let Stmt::Macro(m) = s
             && let Some(e) = delayed_print(&m.mac)
@@ -171,6 +195,7 @@ impl VisitMut for BodyRewriter<'_> {
                 }
             }
             Expr::Macro(m) => {
+                self.rewrite_macro_args(&mut m.mac);
                 if let Some(x) = delayed_print(&m.mac) {
                     *e = Expr::Verbatim(x);
                 }
