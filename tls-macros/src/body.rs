@@ -157,6 +157,26 @@ fn part_accumulation_error(place: &Expr, root: &Ident) -> String {
     )
 }
 
+/// The variable a `write!` / `writeln!` writes into, when it is a plain name
+/// (`write!(out, ..)`, `write!(&mut out, ..)`).
+fn written_target(m: &syn::Macro) -> Option<Ident> {
+    let name = scan::macro_name(m)?;
+    if name != "write" && name != "writeln" {
+        return None;
+    }
+    let args = m
+        .parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated)
+        .ok()?;
+    let mut first = args.first()?;
+    if let Expr::Reference(r) = first {
+        first = &r.expr;
+    }
+    match first {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
+        _ => None,
+    }
+}
+
 fn assign_error(name: &Ident) -> String {
     format!(
         "cannot assign to `{name}` in a `#[tls_loop]` loop: it is declared outside the loop, so \
@@ -309,6 +329,20 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     .into(),
             );
             return;
+        }
+        // `write!(out, ..)` borrows `out` mutably (`out.write_fmt(..)`): into a
+        // variable declared outside the loop, a race, which rustc would report as a
+        // borrow in a closure the user never wrote.
+        if let Some(out) = written_target(m)
+            && self.outer(&out)
+        {
+            let msg = format!(
+                "cannot `write!` into `{out}` in a `#[tls_loop]` loop: it is declared outside \
+                 the loop, so epochs running in parallel would race on it; push each piece into \
+                 an accumulation (`parts.push(format!(...))`) and join after the loop, or keep \
+                 the loop sequential"
+            );
+            self.error(m, msg);
         }
         // A `?` or `return` in a standard macro's arguments returns from the loop as
         // one in the body does (the rewriting reaches it too).
