@@ -55,7 +55,7 @@ impl Loop {
     }
 
     /// Threads that may run this loop's epochs, the caller included (default:
-    /// `TLS_THREADS`, else all cores). `1` runs the loop in order.
+    /// `TLS_THREADS`, else all cores). `1` runs the loop in order, and so does `0`.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads.max(1));
         self
