@@ -41,6 +41,9 @@ pub(crate) struct RecBuilder {
     nops: u16,
     /// Pages this record carries a whole image of.
     imaged: Vec<PageId>,
+    /// Reused by [`RecBuilder::prepend_image`] to hold the operations that
+    /// follow an image.
+    ops_aside: Vec<u8>,
 }
 
 impl RecBuilder {
@@ -118,17 +121,21 @@ impl RecBuilder {
     /// (a full-page write): redo then rebuilds a torn page from the image,
     /// and the record's own operations, idempotent by key, apply on top.
     pub(crate) fn prepend_image<P: PageAccess + ?Sized>(&mut self, page: PageId, p: &P) {
-        let mut img = Vec::with_capacity(p.page_size() + 7);
-        img.push(OP_IMAGE);
-        img.extend_from_slice(&page.to_le_bytes());
-        img.extend_from_slice(&(p.page_size() as u16).to_le_bytes());
-        p.append_to(0, p.page_size(), &mut img);
-        // Open a gap and copy in (`Vec::splice` moves the tail byte by byte).
+        // The operations already built step aside while the image goes in
+        // after the op count, straight from the page: no page-sized
+        // temporary, no zeroed gap copied over (a Delivery logs ~90 images
+        // after a checkpoint, and these copies were ~10% of its work).
         let at = self.nops_at + 2;
-        let (old, n) = (self.buf.len(), img.len());
-        self.buf.resize(old + n, 0);
-        self.buf.copy_within(at..old, at + n);
-        self.buf[at..at + n].copy_from_slice(&img);
+        self.ops_aside.clear();
+        self.ops_aside.extend_from_slice(&self.buf[at..]);
+        self.buf.truncate(at);
+        self.buf.reserve(7 + p.page_size() + self.ops_aside.len());
+        self.buf.push(OP_IMAGE);
+        self.buf.extend_from_slice(&page.to_le_bytes());
+        self.buf
+            .extend_from_slice(&(p.page_size() as u16).to_le_bytes());
+        p.append_to(0, p.page_size(), &mut self.buf);
+        self.buf.extend_from_slice(&self.ops_aside);
         self.nops += 1;
         self.imaged.push(page);
     }
@@ -356,5 +363,61 @@ impl<'a> Record<'a> {
             f(op)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KIND_UPDATE, Op, RecBuilder, Record};
+    use crate::page::PageBuf;
+
+    /// Images prepended after the record's own operations come first, newest
+    /// first, each whole, and the operations follow intact; the builder reused
+    /// for a second record carries nothing over.
+    #[test]
+    fn images_go_before_the_operations_built_so_far() {
+        let page = |fill: u8| {
+            let mut p = PageBuf::new(512);
+            p.as_bytes_mut().fill(fill);
+            p
+        };
+        let mut b = RecBuilder::default();
+        for round in 0..2u8 {
+            b.begin(7, 0, KIND_UPDATE);
+            b.update_header(3, b"key", Some(b"old"));
+            b.start_ops();
+            b.op_replace(10, b"key", b"new");
+            b.prepend_image(11, &page(0xA0 + round));
+            b.op_delete(12, b"gone");
+            b.prepend_image(13, &page(0xB0 + round));
+            crate::wal::seal_record(b.finish());
+            let bytes = b.finish().to_vec();
+            let rec = Record::parse(&bytes, 0, 0).expect("a whole record");
+            let mut ops = Vec::new();
+            rec.for_each_op(|op| {
+                ops.push(match op {
+                    Op::Image { page, bytes } => {
+                        assert_eq!(bytes.len(), 512);
+                        assert!(bytes.iter().all(|&x| x == bytes[0]));
+                        format!("image {page} {:x}", bytes[0])
+                    }
+                    Op::Replace { page, key, val } => format!("replace {page} {key:?} {val:?}"),
+                    Op::Delete { page, key } => format!("delete {page} {key:?}"),
+                    other => format!("{other:?}"),
+                });
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                ops,
+                [
+                    format!("image 13 {:x}", 0xB0 + round),
+                    format!("image 11 {:x}", 0xA0 + round),
+                    format!("replace 10 {:?} {:?}", b"key", b"new"),
+                    format!("delete 12 {:?}", b"gone"),
+                ]
+            );
+            assert!(b.has_image(11) && b.has_image(13) && !b.has_image(10));
+        }
     }
 }
