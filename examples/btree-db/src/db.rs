@@ -45,6 +45,8 @@ pub struct Database {
     checkpoint_lock: Mutex<()>,
     /// Finished transactions' buffers, per stripe.
     txn_cache: Striped<Mutex<Vec<TxnScratch>>>,
+    /// Whether dropping the database leaves the files as a crash would (set
+    /// by tests, and until `open` has succeeded).
     crashed: std::sync::atomic::AtomicBool,
     last_checkpoint: AtomicU64,
     pub(crate) commits: Counter,
@@ -81,6 +83,13 @@ impl Database {
             return Err(Error::InvalidOptions(
                 "pool_pages must be at least 16".into(),
             ));
+        }
+        if options.pool_pages > crate::buffer::MAX_PAGES as usize {
+            return Err(Error::InvalidOptions(format!(
+                "pool_pages {} is more than the largest database has pages ({})",
+                options.pool_pages,
+                crate::buffer::MAX_PAGES
+            )));
         }
         let (pager, header) = if path.exists() {
             Pager::open(&path)?
@@ -128,7 +137,12 @@ impl Database {
             active: Striped::default(),
             checkpoint_lock: Mutex::new(()),
             txn_cache: Striped::default(),
-            crashed: std::sync::atomic::AtomicBool::new(false),
+            // Until the open succeeds, dropping the database leaves the files as
+            // they are: a checkpoint after a failed recovery would name the end
+            // of the log as the recovery start and delete the log, so that the
+            // next open (the damage repaired) would skip the redo and undo the
+            // failed one had not finished.
+            crashed: std::sync::atomic::AtomicBool::new(true),
             last_checkpoint: AtomicU64::new(header.checkpoint_lsn),
             commits: Counter::default(),
             aborts: Counter::default(),
@@ -144,6 +158,7 @@ impl Database {
             });
         }
         db.load_catalog()?;
+        db.crashed.store(false, Ordering::Relaxed);
         Ok(Arc::new(db))
     }
 

@@ -192,8 +192,14 @@ pub(crate) fn table_lock_name(table: u32, stripe: usize) -> u64 {
     ((stripe % SHARDS) as u64) << low | (h & ((1 << low) - 1))
 }
 
+/// The longest lock wait: longer timeouts (`Duration::MAX` for "wait as long
+/// as it takes") are cut to it, so that a deadline is always a time the clock
+/// can hold.
+const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 impl LockManager {
     pub(crate) fn new(timeout: Duration) -> LockManager {
+        let timeout = timeout.min(LONGEST_WAIT);
         LockManager {
             shards: (0..SHARDS)
                 .map(|_| Shard {

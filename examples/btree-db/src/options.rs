@@ -31,7 +31,9 @@ pub struct Options {
     pub pool_pages: usize,
     /// Commit durability.
     pub sync: SyncMode,
-    /// How long a lock request waits before [`crate::Error::LockTimeout`].
+    /// How long a lock request waits before [`crate::Error::LockTimeout`]
+    /// (at most 100 years: `Duration::MAX` waits as long as it takes; a
+    /// deadlock is still detected at once).
     pub lock_timeout: Duration,
     /// Take a checkpoint automatically once this many log bytes were written
     /// since the last one (0 disables automatic checkpoints).

@@ -1,0 +1,177 @@
+//! Opening and creating a database file: a failed open changes nothing on
+//! disk, the log's segment size belongs to the files, a first open killed
+//! halfway leaves no file that cannot open, racing openers of one new path
+//! get `InUse`, and options that cannot work are refused.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use btree_db::{Database, Error, Options, SyncMode};
+
+fn opts() -> Options {
+    Options {
+        page_size: 4096,
+        pool_pages: 4096,
+        sync: SyncMode::Normal,
+        checkpoint_log_bytes: 0,
+        ..Options::default()
+    }
+}
+
+/// Every row of table `t`.
+fn rows(db: &Database) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let t = db.table("t").unwrap();
+    let mut tx = db.begin();
+    let mut c = tx.scan(t, Bound::Unbounded, Bound::Unbounded).unwrap();
+    let mut m = BTreeMap::new();
+    while let Some((k, v)) = c.next().unwrap() {
+        m.insert(k, v);
+    }
+    c.close();
+    m
+}
+
+/// The database file and its log files, each with its contents.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().into_string().unwrap();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// A recovery that fails (here: the undo of an unfinished transaction meets a
+/// damaged page) leaves the files as they were, so that once the damage is
+/// repaired the next open redoes and undoes everything. Dropping the half-open
+/// database used to take a checkpoint that named the end of the log as the
+/// recovery start: the repaired database then opened with the unfinished
+/// transaction's 125 updates made permanent.
+#[test]
+fn a_failed_open_changes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.db");
+    let mut committed = BTreeMap::new();
+    {
+        let db = Database::open(&path, opts()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut tx = db.begin();
+        for i in 0..5000u32 {
+            let (k, v) = (i.to_be_bytes().to_vec(), vec![1u8; 300]);
+            tx.put(t, &k, &v).unwrap();
+            committed.insert(k, v);
+        }
+        tx.commit().unwrap();
+        db.checkpoint().unwrap();
+        let mut unfinished = db.begin();
+        for i in (0..5000u32).step_by(40) {
+            unfinished.put(t, &i.to_be_bytes(), b"UNCOMMITTED").unwrap();
+        }
+        // A later commit writes the unfinished transaction's records to the log.
+        let mut w = db.begin();
+        w.put(t, b"last", b"row").unwrap();
+        committed.insert(b"last".to_vec(), b"row".to_vec());
+        w.commit().unwrap();
+        std::mem::forget(unfinished);
+        db.simulate_crash_on_drop();
+    }
+    // The table's root: a branch page that no log record touches, and that the
+    // undo descends through.
+    let root = {
+        let copy = tempfile::tempdir().unwrap();
+        for (name, bytes) in files(dir.path()) {
+            std::fs::write(copy.path().join(name), bytes).unwrap();
+        }
+        let db = Database::open(copy.path().join("f.db"), opts()).unwrap();
+        assert_eq!(rows(&db), committed, "recovered from an undamaged copy");
+        db.path_to(db.table("t").unwrap(), b"").unwrap()[0]
+    };
+    let at = u64::from(root) * 4096;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut page = vec![0u8; 4096];
+    file.read_exact_at(&mut page, at).unwrap();
+    let mut damaged = page.clone();
+    damaged[100] ^= 0x40;
+    file.write_all_at(&damaged, at).unwrap();
+    let before = files(dir.path());
+    let failed = Database::open(&path, opts());
+    assert!(
+        matches!(failed, Err(Error::BadChecksum { page }) if page == root),
+        "{:?}",
+        failed.map(|_| ())
+    );
+    let after = files(dir.path());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "a failed open deleted or made files"
+    );
+    assert!(
+        before["f.db"][..4096] == after["f.db"][..4096],
+        "a failed open rewrote the file header"
+    );
+    file.write_all_at(&page, at).unwrap();
+    let db = Database::open(&path, opts()).unwrap();
+    assert_eq!(
+        rows(&db),
+        committed,
+        "after the repair, the unfinished transaction is undone"
+    );
+}
+
+/// A lock timeout too long to add to the clock (`Duration::MAX`: "wait as long
+/// as it takes") waits; it used to panic at the first wait, leaving a waits-for
+/// edge behind that made the other transaction a false deadlock victim.
+#[test]
+fn a_lock_timeout_past_the_clock_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        lock_timeout: Duration::MAX,
+        ..opts()
+    };
+    let db = Database::open(dir.path().join("t.db"), options).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut a = db.begin();
+    a.put(t, b"x", b"a").unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let mut b = db.begin();
+            b.put(t, b"x", b"b")?;
+            b.commit()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        a.put(t, b"y", b"a").unwrap();
+        a.commit().unwrap();
+        waiter.join().unwrap().unwrap();
+    });
+    let mut r = db.begin();
+    assert_eq!(r.get(t, b"x").unwrap().as_deref(), Some(&b"b"[..]));
+}
+
+/// Options no machine can meet are `InvalidOptions`, not a panic.
+#[test]
+fn a_pool_larger_than_memory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for pool_pages in [usize::MAX, usize::MAX / 2, 1 << 40] {
+        let options = Options {
+            pool_pages,
+            ..opts()
+        };
+        let r = Database::open(dir.path().join("t.db"), options);
+        assert!(
+            matches!(r, Err(Error::InvalidOptions(_))),
+            "pool_pages {pool_pages}: {:?}",
+            r.map(|_| ())
+        );
+    }
+}
