@@ -8,11 +8,15 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
 /// plain-function form of `#[on_commit]`.
 ///
-/// Outside any speculative epoch, and in the homefree epoch once it has published what
-/// it did (at its first write), `f` runs at once. Otherwise it runs when the epoch
-/// commits, after the writes the iteration made before the call and before those it
-/// made after, outside speculation (its own accesses to speculative data are plain
-/// ones, and an `on_commit` call inside it runs at once). Actions of an epoch that is
+/// Outside any speculative epoch, and in the homefree epoch, `f` runs at once.
+/// Otherwise it runs when the epoch commits, after the writes the iteration made
+/// before the call and before those it made after, outside speculation (its own
+/// accesses to speculative data are plain ones, and an `on_commit` call inside it runs
+/// at once). `f` may read and write speculative data: the epoch's next speculative
+/// read after the call (in this iteration or a later one of its chunk) waits until
+/// the epoch is homefree and `f` has run, so that it sees what `f` wrote, as the
+/// sequential program does. A call made after the iteration's last read of
+/// speculative data costs no wait. Actions of an epoch that is
 /// rolled back past the call are dropped unrun. An action that panics ends the loop
 /// there, as the sequential loop would: the iteration's later writes are discarded.
 ///
@@ -25,36 +29,41 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// assert_eq!(*LOG.lock().unwrap(), (0..50).collect::<Vec<_>>());
 /// ```
 pub fn on_commit(f: impl FnOnce() + Send + 'static) {
-    defer(f)
+    defer(f, true)
 }
 
-/// Runs `f` now or at the current epoch's commit (see [`on_commit`]). Generic, so that
-/// an action that runs at once (outside speculation, or in a published epoch: every
-/// update of an in-order run) is neither boxed nor called through a pointer: an
-/// accumulation in a loop run in order paid an allocation per update.
-fn defer<'f>(f: impl FnOnce() + Send + 'f) {
+/// [`on_commit`] for output the body delays (`println!` in a loop body): it touches
+/// no speculative data, so the epoch's later reads need not wait for it.
+pub(crate) fn on_commit_output(f: impl FnOnce() + Send + 'static) {
+    defer(f, false)
+}
+
+/// Runs `f` now or at the current epoch's commit (see [`on_commit`]); `touches_data`:
+/// a program's own call, which may read or write speculative data (an accumulation or
+/// delayed output touches none). Generic, so that an action that runs at once
+/// (outside speculation, or in a published epoch: every update of an in-order run)
+/// is neither boxed nor called through a pointer: an accumulation in a loop run in
+/// order paid an allocation per update.
+fn defer<'f>(f: impl FnOnce() + Send + 'f, touches_data: bool) {
     match epoch::current() {
         None => f(),
-        Some(cx) if cx.published() => {
-            // In profile mode the action's time is commit work, not the epoch's.
-            let t = cx.profiling.get().then(std::time::Instant::now);
-            {
-                // The epoch runs as plain code now (see `memory::publish_prefix`).
-                let _plain = epoch::CurrentGuard::set(None);
-                f();
-            }
-            if let Some(t) = t
-                && let Ok(mut p) = cx.profile.try_borrow_mut()
-                && let Some(p) = p.as_mut()
-            {
-                p.deferred(t.elapsed().as_nanos() as f64);
-            }
-        }
+        Some(cx) if cx.published() => run_published(cx, f),
         Some(cx) => {
             // An epoch, even homefree, can still roll back until it publishes or
             // commits (plain code or another loop may change what it read): the action
             // waits for the commit, where it runs after the epoch's earlier writes.
             let _ = cx.begin_access();
+            if touches_data
+                && cx.homefree()
+                && !cx.raising.get()
+                && !crate::memory::nesting::nested()
+            {
+                // The oldest epoch publishes what it did and makes the call where
+                // the sequential program makes it, so that its later reads see
+                // what the call wrote without waiting for anything.
+                crate::memory::publish_prefix(cx);
+                return run_published(cx, f);
+            }
             // SAFETY: only the lifetime bound is erased. `defer` is reached with a
             // non-'static closure only through `Accumulator::record`, whose contract
             // makes the accumulator (and so what the closure borrows) outlive the
@@ -65,8 +74,25 @@ fn defer<'f>(f: impl FnOnce() + Send + 'f) {
                     Box<dyn FnOnce() + Send + 'static>,
                 >(Box::new(f))
             };
-            cx.defer(f);
+            cx.defer(f, touches_data);
         }
+    }
+}
+
+/// Runs `f` at once for the published epoch of `cx`, as plain code.
+fn run_published(cx: &epoch::EpochCx, f: impl FnOnce()) {
+    // In profile mode the action's time is commit work, not the epoch's.
+    let t = cx.profiling.get().then(std::time::Instant::now);
+    {
+        // The epoch runs as plain code now (see `memory::publish_prefix`).
+        let _plain = epoch::CurrentGuard::set(None);
+        f();
+    }
+    if let Some(t) = t
+        && let Ok(mut p) = cx.profile.try_borrow_mut()
+        && let Some(p) = p.as_mut()
+    {
+        p.deferred(t.elapsed().as_nanos() as f64);
     }
 }
 
@@ -147,7 +173,7 @@ impl<'a, T: Send> Accumulator<'a, T> {
         if self.nested {
             apply();
         } else {
-            defer(apply);
+            defer(apply, false);
         }
     }
 }

@@ -118,6 +118,9 @@ pub(crate) struct Undo {
 pub(crate) struct Deferred {
     pub(crate) segment: u32,
     pub(crate) writes_before: usize,
+    /// A program's own delayed call (`on_commit`), which may read or write
+    /// speculative data; not an accumulation or delayed output, which touch none.
+    pub(crate) touches_data: bool,
     pub(crate) run: Box<dyn FnOnce() + Send>,
 }
 
@@ -194,6 +197,9 @@ pub(crate) enum AwaitHomefreeSignal {
     SyncedLoad(&'static Location<'static>),
     /// The epoch gave way twice to another thread holding a location it needed.
     GaveWay,
+    /// A speculative load came after an `on_commit` call the epoch had not run, and
+    /// the epoch could not wait there for long enough.
+    DelayedCall(&'static Location<'static>),
 }
 
 impl AwaitHomefreeSignal {
@@ -207,6 +213,10 @@ impl AwaitHomefreeSignal {
                 crate::report::SourceLocation(load)
             ),
             AwaitHomefreeSignal::GaveWay => "gave way twice to a location's holder".into(),
+            AwaitHomefreeSignal::DelayedCall(load) => format!(
+                "load {} after an `on_commit` call not yet run",
+                crate::report::SourceLocation(load)
+            ),
         };
         format!("re-run once homefree: {why}")
     }
@@ -217,6 +227,11 @@ const PUBLISHED: u8 = 1;
 /// [`EpochCx`] flag: the loop's site had synchronized loads when the epoch began (one
 /// learned meanwhile applies from the next epoch on).
 const SYNCED: u8 = 2;
+/// [`EpochCx`] flag: the epoch holds a delayed call of the program's (`on_commit`)
+/// that has not run yet. The call may write speculative data, and the sequential
+/// program's later reads see what it wrote: the epoch's next speculative read waits
+/// until it can run the call first (`memory::await_delayed_calls`).
+const DELAYED: u8 = 4;
 
 impl EpochCx {
     /// A fresh context for epoch `index` of a loop.
@@ -288,13 +303,15 @@ impl EpochCx {
 
     /// Moves the epoch's logs out (it finished; another thread may commit it).
     pub(crate) fn take_logs(&self) -> Logs {
-        Logs {
+        let logs = Logs {
             writes: self.writes.take(),
             undo: self.undo.take(),
             commits: self.commits.take(),
             held_panic: self.held_panic.take(),
             published: self.published(),
-        }
+        };
+        self.recount_delayed_calls();
+        logs
     }
 
     /// Moves logs taken by `take_logs` back in.
@@ -309,6 +326,7 @@ impl EpochCx {
         } else {
             f & !PUBLISHED
         });
+        self.recount_delayed_calls();
     }
 
     /// How many epochs are still to commit before this one, as last seen.
@@ -321,8 +339,26 @@ impl EpochCx {
     /// loads may have to wait ([`EpochCx::synced`]): the one test a speculative read
     /// makes for both.
     #[inline]
-    pub(crate) fn published_or_synced(&self) -> bool {
+    pub(crate) fn loads_need_care(&self) -> bool {
         self.flags.get() != 0
+    }
+
+    /// Whether the epoch holds a delayed call of the program's that has not run yet
+    /// (see [`DELAYED`]).
+    #[inline]
+    pub(crate) fn delayed_call_pending(&self) -> bool {
+        self.flags.get() & DELAYED != 0
+    }
+
+    /// Sets [`DELAYED`] from the commit-time actions the epoch holds now (after they
+    /// changed: taken by a commit, cut by a rollback, moved in or out).
+    pub(crate) fn recount_delayed_calls(&self) {
+        let pending = self
+            .commits
+            .try_borrow()
+            .is_ok_and(|c| c.iter().any(|d| d.touches_data));
+        let f = self.flags.get() & !DELAYED;
+        self.flags.set(if pending { f | DELAYED } else { f });
     }
 
     /// Whether the epoch has published what it did and now runs as plain code.
@@ -509,14 +545,19 @@ impl EpochCx {
         self.generation.get()
     }
 
-    /// Registers `run` to run when the epoch commits, after the writes made so far.
-    pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>) {
+    /// Registers `run` to run when the epoch commits, after the writes made so far;
+    /// `touches_data`: a program's delayed call (see [`Deferred::touches_data`]).
+    pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>, touches_data: bool) {
         let writes_before = self.writes.borrow().len();
         self.commits.borrow_mut().push(Deferred {
             segment: self.segment.get(),
             writes_before,
+            touches_data,
             run,
         });
         self.generation.set(self.generation.get() + 1);
+        if touches_data {
+            self.flags.set(self.flags.get() | DELAYED);
+        }
     }
 }

@@ -167,7 +167,7 @@ pub fn print_at_commit(stream: Stream, mut text: String, newline: bool) {
         text.push('\n');
     }
     // Through `print!` so that test harnesses capture the output as they would have.
-    on_commit(move || match stream {
+    crate::deferred::on_commit_output(move || match stream {
         Stream::Stdout => print!("{text}"),
         Stream::Stderr => eprint!("{text}"),
     });

@@ -33,6 +33,12 @@ impl LoopSite {
     /// cut by [`run_chunk`] so that every thread gets enough epochs.
     #[inline]
     pub(crate) fn chunk_for_run(&self, items: usize, threads: usize) -> usize {
+        if self.synced.delayed_call_reads() {
+            // Iterations that make `on_commit` calls: one per epoch, so that a later
+            // iteration's reads do not wait for the call of one before it in its
+            // chunk (`memory::await_delayed_calls`).
+            return 1;
+        }
         let short = self.short_chunk.load(Relaxed) as usize;
         run_chunk(self.chunk(), short, items, threads)
     }

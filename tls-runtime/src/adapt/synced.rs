@@ -98,6 +98,10 @@ pub(crate) struct SyncedLoads {
     /// Waits left before the load in the same slot is released.
     left: [AtomicU32; SLOTS],
     candidates: Mutex<Vec<Candidate>>,
+    /// An epoch of the site read speculative data after an `on_commit` call it had
+    /// not run yet, and waited (`memory::await_delayed_calls`): automatic chunking
+    /// then puts one iteration in each epoch (`LoopSite::chunk_for_run`).
+    delayed_call_reads: AtomicBool,
 }
 
 impl Candidate {
@@ -123,7 +127,20 @@ impl SyncedLoads {
             slots: [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS],
             left: [const { AtomicU32::new(0) }; SLOTS],
             candidates: Mutex::new(Vec::new()),
+            delayed_call_reads: AtomicBool::new(false),
         }
+    }
+
+    /// Notes that an epoch read after an `on_commit` call it held (see the field).
+    pub(crate) fn note_delayed_call_read(&self) {
+        if !self.delayed_call_reads.load(Relaxed) {
+            self.delayed_call_reads.store(true, Relaxed);
+        }
+    }
+
+    /// Whether an epoch of the site ever read after an `on_commit` call it held.
+    pub(crate) fn delayed_call_reads(&self) -> bool {
+        self.delayed_call_reads.load(Relaxed)
     }
 
     /// Whether an epoch must wait until homefree before making the load at `load`;
@@ -238,13 +255,18 @@ impl SyncedLoads {
     }
 }
 
-/// Waits, keeping the epoch's work, until `cx` is homefree; a violation meanwhile
-/// rolls it back as at any access. Gives up after [`MAX_WAIT`]: the epoch then
+/// Waits at `load`, keeping the epoch's work, until `cx` is homefree; a violation
+/// meanwhile rolls it back as at any access. Gives up after [`MAX_WAIT`] (raising
+/// `give_up`): the epoch then
 /// re-runs from its segment's start once homefree, its thread free meanwhile to
 /// commit or run other epochs (more threads than cores, an earlier epoch that needs
 /// this thread).
 #[cold]
-pub(crate) fn wait_until_homefree(cx: &EpochCx, load: &'static Location<'static>) {
+pub(crate) fn wait_until_homefree(
+    cx: &EpochCx,
+    load: &'static Location<'static>,
+    give_up: AwaitHomefreeSignal,
+) {
     let started = Instant::now();
     let note = |gave_up: bool| {
         cx.synced_waits
@@ -266,7 +288,7 @@ pub(crate) fn wait_until_homefree(cx: &EpochCx, load: &'static Location<'static>
         if spins.is_multiple_of(64) {
             if started.elapsed() > MAX_WAIT {
                 note(true);
-                cx.raise(AwaitHomefreeSignal::SyncedLoad(load));
+                cx.raise(give_up);
             }
             std::thread::yield_now();
         }

@@ -116,6 +116,7 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
         }
     };
     let actions = cx.commits.take();
+    cx.recount_delayed_calls();
     let first = actions.first().map_or(writes.len(), |d| d.writes_before);
     apply(0..first, &mut drops, None);
     let mut outcome = CommitOutcome::Committed;
@@ -279,6 +280,7 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
         let keep = commits.partition_point(|d| d.segment < target);
         commits.split_off(keep)
     };
+    cx.recount_delayed_calls();
     drop(dropped_actions);
     let discarded: Vec<_> = {
         let mut writes = cx.writes.borrow_mut();
@@ -401,7 +403,7 @@ mod tests {
                     cx.set_homefree();
                     for (k, &i) in order.iter().enumerate() {
                         if action_at == Some(k) {
-                            cx.defer(Box::new(|| {}));
+                            cx.defer(Box::new(|| {}), false);
                         }
                         log(cx, &slots[i], 0);
                     }
@@ -446,13 +448,13 @@ mod tests {
         with_epoch(|cx| {
             let slots = [Counting(Cell::new(0)), Counting(Cell::new(0))];
             let (gone, kept) = (&slots[0], &slots[1]);
-            cx.defer(Box::new(|| {})); // before everything: stays at 0
+            cx.defer(Box::new(|| {}), false); // before everything: stays at 0
             log(cx, gone, 0);
             log(cx, kept, 0);
-            cx.defer(Box::new(|| {})); // after `gone`, `kept`: 1
+            cx.defer(Box::new(|| {}), false); // after `gone`, `kept`: 1
             log(cx, gone, 0);
             log(cx, gone, 0);
-            cx.defer(Box::new(|| {})); // after all four: 1
+            cx.defer(Box::new(|| {}), false); // after all four: 1
             log(cx, kept, 0);
             let addr = gone as *const Counting as usize;
             cx.forget_writes_in(addr, addr + core::mem::size_of::<Counting>());

@@ -126,20 +126,29 @@ fn read_in_epoch<T, R>(
     if origin.private_to(cx) {
         return slot.read_committed(f);
     }
-    if cx.published_or_synced() {
+    if cx.loads_need_care() {
+        if !cx.published() {
+            synchronize(cx, load);
+        }
+        // Waiting for a delayed call publishes the epoch.
         if cx.published() {
             return slot.read_committed(f);
         }
-        synchronize(cx, load);
     }
     let a = cx.begin_access();
     slot.read_spec(&a, load, f)
 }
 
-/// Before a speculative load at `load`: if the loop's site synchronizes it (it
-/// violated most epochs, see `adapt::SyncedLoads`), waits until the epoch is homefree.
+/// Before a speculative load at `load`: if the epoch holds a delayed call of the
+/// program's, runs it first ([`await_delayed_calls`]); if the loop's site
+/// synchronizes the load (it violated most epochs, see `adapt::SyncedLoads`), waits
+/// until the epoch is homefree.
 #[inline]
 fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
+    if cx.delayed_call_pending() {
+        await_delayed_calls(cx, load);
+        return;
+    }
     if let Some(s) = cx.synced
         && !cx.homefree()
         && !cx.raising.get()
@@ -151,8 +160,47 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
         // earlier epoch may need to commit: the load stays speculative there.
         && !nesting::nested()
     {
-        crate::adapt::wait_until_homefree(cx, load);
+        crate::adapt::wait_until_homefree(cx, load, epoch::AwaitHomefreeSignal::SyncedLoad(load));
     }
+}
+
+/// Before a speculative load at `load` in an epoch that holds a delayed call of the
+/// program's (`on_commit`): the call may write what the load reads, and the
+/// sequential program made it before the load, so the epoch waits until it is
+/// homefree, then publishes what it did (the commit runs the call) and reads as plain
+/// code. (Without the wait, the load saw the value from before the call and the
+/// commit kept what the epoch computed from it, with no violation to tell.) Later
+/// runs of the loop's site put one iteration in each epoch when the runtime chooses
+/// the chunk, so that a call and a later iteration's reads are not in one epoch.
+#[cold]
+#[inline(never)]
+fn await_delayed_calls(cx: &EpochCx, load: &'static Location<'static>) {
+    if cx.raising.get() || std::thread::panicking() {
+        // A destructor run while the attempt unwinds: a rollback throws its work
+        // away, and the iteration's own panic ends it (waiting cannot unwind).
+        return;
+    }
+    if let Some(s) = cx.synced {
+        s.note_delayed_call_read();
+    }
+    let _ = cx.begin_access();
+    if nesting::nested() {
+        // A closure of this thread holds a location, which an earlier epoch may
+        // need to commit: no waiting here. Re-run from the segment's start once
+        // homefree; there the call runs at once (`deferred::defer`).
+        if !cx.homefree() {
+            cx.raise(epoch::AwaitHomefreeSignal::DelayedCall(load));
+        }
+        panic!(
+            "tls-runtime: the speculative load at {} follows an `on_commit` call made inside \
+             the `update` or `with` closure that is still running; the call may write what \
+             the load reads, and inside the closure the iteration cannot wait for it: make \
+             the call after the closure returns",
+            crate::report::SourceLocation(load)
+        );
+    }
+    crate::adapt::wait_until_homefree(cx, load, epoch::AwaitHomefreeSignal::DelayedCall(load));
+    publish_prefix(cx);
 }
 
 /// A container's bookkeeping shared by every access: where it was created and whether
@@ -259,8 +307,15 @@ pub(crate) fn update<T: Clone, R>(
             slot.update_committed(Some(&cx.access()), site, f)
         }
         Some(cx) => {
-            if cx.published_or_synced() {
+            if cx.loads_need_care() {
                 synchronize(cx, site);
+                if cx.published() {
+                    // Waiting for a delayed call published the epoch.
+                    let addr = slot as *const Slot<T> as usize;
+                    cx.note(addr, false, site);
+                    cx.note(addr, true, site);
+                    return slot.update_committed(Some(&cx.access()), site, f);
+                }
             }
             let a = cx.begin_access();
             let addr = slot as *const Slot<T> as usize;
