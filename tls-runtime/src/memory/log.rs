@@ -56,7 +56,8 @@ pub(crate) enum CommitOutcome {
     /// `target` and runs again.
     Violated { target: u32, cause: Option<Cause> },
     /// A commit-time action panicked: the iteration ends with that panic, its writes
-    /// after the action discarded.
+    /// after the action discarded. Or the `Drop` of a value the commit replaced
+    /// panicked (see `drop_each`).
     ActionPanicked(Box<dyn Any + Send>),
 }
 
@@ -171,8 +172,28 @@ pub(crate) fn commit_epoch(cx: &EpochCx) -> CommitOutcome {
     WRITE_LOGS.give(writes);
     SLOT_LISTS.give(order);
     HELD_LISTS.give(held);
-    drop(drops);
+    if let Some(p) = drop_each(drops)
+        && matches!(outcome, CommitOutcome::Committed)
+    {
+        outcome = CommitOutcome::ActionPanicked(p);
+    }
     outcome
+}
+
+/// Drops the values a commit replaced, each on its own; returns the first panic of a
+/// `Drop`. The sequential loop would have panicked at the write that replaced the
+/// value, so the loop ends with that panic; unwinding out of the commit instead left
+/// the epoch half committed and the loop's threads waiting for it for ever. (The
+/// writes the epoch made after the replacing one are kept: the commit cannot tell
+/// which value a `Drop` will panic on before it drops it.)
+fn drop_each(drops: Drops) -> Option<Box<dyn Any + Send>> {
+    let mut first = None;
+    for value in drops {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+            first.get_or_insert(p);
+        }
+    }
+    first
 }
 
 /// Publishes what the homefree epoch of `cx` did so far (a commit of its logs so far,
@@ -305,7 +326,11 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
     SLOT_LISTS.give(slots);
     cx.segment.set(target);
     drop(discarded);
-    drop(drops);
+    // Values the attempt wrote and throws away: the sequential program never drops
+    // them here (the re-run writes them again), so a `Drop` that panics on one is not
+    // the loop's panic; unwinding out of the rollback would leave the loop's threads
+    // waiting for the epoch for ever.
+    let _ = drop_each(drops);
 }
 
 #[cfg(all(test, not(loom)))]
