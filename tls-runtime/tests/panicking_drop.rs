@@ -33,11 +33,13 @@ fn run(threads: usize, chunk: Option<usize>, inject: u32) -> (bool, Vec<u64>) {
             None => lp,
         };
         lp.run(0..200u64, |i| {
+            // Some work, so that epochs overlap.
             let mut h = i;
             for _ in 0..3000 {
                 h = std::hint::black_box(h.wrapping_mul(31));
             }
-            v.set((i % 4) as usize, Bomb(i + (h & 0)));
+            std::hint::black_box(h);
+            v.set((i % 4) as usize, Bomb(i));
             Control::<()>::Continue
         })
     }))
