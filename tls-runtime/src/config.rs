@@ -2,7 +2,8 @@
 //! speculative container outside a loop (which starts the workers) or runs its first
 //! loop, whichever comes first. A variable set later (`std::env::set_var`) is not seen.
 //!
-//! - `TLS_THREADS`: threads per loop, the caller included (default: all cores).
+//! - `TLS_THREADS`: threads per loop, the caller included (default: all cores; at most
+//!   [`MAX_THREADS`]).
 //! - `TLS_MODE`: `parallel` (default), `sequential` (every loop runs in order on the
 //!   calling thread, with no speculation: the baseline to compare against), or
 //!   `profile` (in order, recording each epoch to predict the speedup on 1 to 64
@@ -77,6 +78,12 @@ fn read_env() -> Env {
     // before its first loop. The first worker reads it instead ([`cores`]).
     let threads = match std::env::var("TLS_THREADS") {
         Ok(s) => match s.trim().parse::<usize>() {
+            Ok(n) if n > MAX_THREADS => {
+                eprintln!(
+                    "tls-runtime: TLS_THREADS={n} is more than a loop may use; using {MAX_THREADS}"
+                );
+                Some(MAX_THREADS)
+            }
             Ok(n) if n >= 1 => Some(n),
             _ => {
                 eprintln!(
@@ -159,6 +166,11 @@ pub fn mode() -> Mode {
     env().mode
 }
 
+/// The most threads one loop runs on, the caller included: `TLS_THREADS` and
+/// `Loop::threads` above it are cut to it (a count the ring of epochs in flight and
+/// the worker pool could not hold panicked inside the runtime).
+pub const MAX_THREADS: usize = 1024;
+
 /// The default number of threads per loop, the caller included: `TLS_THREADS`, else
 /// the number of cores the process may use.
 pub fn default_threads() -> usize {
@@ -176,7 +188,7 @@ pub(crate) fn cores() -> usize {
     static CORES: AtomicUsize = AtomicUsize::new(0);
     match CORES.load(Ordering::Relaxed) {
         0 => {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
             CORES.store(n, Ordering::Relaxed);
             n
         }

@@ -204,7 +204,7 @@ mod loom_tests;
 
 pub use adapt::LoopSite;
 pub use advice::{Advice, AdviceKind};
-pub use config::{Mode, default_threads, mode};
+pub use config::{MAX_THREADS, Mode, default_threads, mode};
 pub use control::{Control, LoopOutcome, Step};
 pub use deferred::{Accumulator, on_commit};
 pub use escape::{EscapeLock, escape, escape_checked, is_speculative, on_violation};

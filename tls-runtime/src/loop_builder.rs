@@ -55,9 +55,10 @@ impl Loop {
     }
 
     /// Threads that may run this loop's epochs, the caller included (default:
-    /// `TLS_THREADS`, else all cores). `1` runs the loop in order, and so does `0`.
+    /// `TLS_THREADS`, else all cores). `1` runs the loop in order, and so does `0`;
+    /// more than [`MAX_THREADS`](crate::MAX_THREADS) runs on that many.
     pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = Some(threads.max(1));
+        self.threads = Some(threads.clamp(1, crate::config::MAX_THREADS));
         self
     }
 

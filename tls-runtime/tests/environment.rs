@@ -100,3 +100,26 @@ fn bad_settings_fall_back_with_a_warning() {
         "{stderr}"
     );
 }
+
+/// A thread count no loop could use is cut to `MAX_THREADS`, with a warning; it
+/// panicked inside the runtime (an overflow, an index out of bounds), then hung. In
+/// sequential mode, so that the child starts no workers.
+#[test]
+fn a_thread_count_past_the_limit_is_cut() {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("TLS_ENV_CHILD", "1")
+        .env("TLS_MODE", "sequential")
+        .env("TLS_THREADS", u64::MAX.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "TLS_THREADS={} is more than a loop may use; using {}",
+        u64::MAX,
+        tls_runtime::MAX_THREADS
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+}
