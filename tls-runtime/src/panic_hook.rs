@@ -38,6 +38,23 @@ const WAIT_LIMIT: Duration = Duration::from_millis(50);
 thread_local! {
     /// The epoch an escaped call on this thread suspended (null outside one).
     static ESCAPED_FROM: Cell<*const EpochCx> = const { Cell::new(core::ptr::null()) };
+    /// Whether this thread takes a loop's items ahead of its epochs ([`claim_item`]).
+    static CLAIMING: Cell<bool> = const { Cell::new(false) };
+    /// The message of a panic of the items iterator taken ahead, held back.
+    static CLAIM_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Calls `next` (the loop's items iterator, taken ahead of the epochs that run the
+/// items). A panic in it is the sequential program's only if the loop gets that far
+/// (it may `break` before): its message is held back, not given to the program's
+/// hook, and returned with the panic, for the loop to print if it ends with it.
+pub(crate) fn claim_item<T>(
+    next: impl FnOnce() -> T,
+) -> Result<T, (Box<dyn std::any::Any + Send>, Option<String>)> {
+    let was = CLAIMING.with(|c| c.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(next));
+    CLAIMING.with(|c| c.set(was));
+    r.map_err(|p| (p, CLAIM_PANIC.with(|m| m.borrow_mut().take())))
 }
 
 /// Marks this thread as running an escaped call of `cx` (whose speculation it
@@ -102,6 +119,13 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            if CLAIMING.with(Cell::get) {
+                let thread = std::thread::current();
+                let name = thread.name().unwrap_or("<unnamed>");
+                let msg = format!("thread '{name}' {info}");
+                CLAIM_PANIC.with(|m| *m.borrow_mut() = Some(msg));
+                return;
+            }
             if let Some(cx) = escaped_from()
                 && !cx.homefree()
             {

@@ -8,7 +8,6 @@ use crate::epoch::{Logs, make_tag};
 use crate::report::ThreadStats;
 use crate::rules::planned_chunk;
 use crate::sync::lock;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
 /// The loop's iterator and how far it has been claimed (behind the claim lock).
@@ -16,8 +15,9 @@ pub(super) struct Claim<It> {
     pub(super) iter: It,
     pub(super) next: u64,
     pub(super) done: bool,
-    /// The iterator panicked producing the item of epoch `next`.
-    pub(super) iter_panic: Option<Payload>,
+    /// The iterator panicked producing the item of epoch `next`: the payload, and
+    /// the message held back from the program's hook (see `panic_hook::claim_item`).
+    pub(super) iter_panic: Option<(Payload, Option<String>)>,
 }
 
 /// What a thread's attempt to claim an epoch came to.
@@ -50,7 +50,7 @@ where
         if c.next >= w + self.ring.len() {
             return Claimed::WindowFull;
         }
-        if let Some(p) = c.iter_panic.take() {
+        if let Some((p, message)) = c.iter_panic.take() {
             // Sequentially the iterator's panic comes once every earlier iteration is
             // done: publish it as an epoch that ends the loop with it.
             let index = c.next;
@@ -60,7 +60,11 @@ where
             let done = Done {
                 work: Work::new(index, Vec::new()),
                 segment: 0,
-                logs: Logs::default(),
+                // Printed if the loop ends with the panic (`Shared::settle`).
+                logs: Logs {
+                    held_panic: message,
+                    ..Logs::default()
+                },
                 end: EpochEnd::IterPanic(p),
             };
             self.publish(Box::new(done), ts);
@@ -85,17 +89,17 @@ where
         });
         let mut items = Vec::with_capacity(chunk);
         while items.len() < chunk {
-            match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
+            match crate::panic_hook::claim_item(|| c.iter.next()) {
                 Ok(Some(item)) => items.push(item),
                 Ok(None) => {
                     c.done = true;
                     self.claimable.store(false, Ordering::Relaxed);
                     break;
                 }
-                Err(p) => {
+                Err((p, message)) => {
                     c.done = true;
                     self.claimable.store(false, Ordering::Relaxed);
-                    c.iter_panic = Some(p);
+                    c.iter_panic = Some((p, message));
                     break;
                 }
             }

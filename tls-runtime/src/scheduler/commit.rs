@@ -121,6 +121,11 @@ where
                 EpochEnd::Control(Control::Return(r)) => Some(LoopEnding::Return(r)),
                 EpochEnd::Panic(p) => Some(LoopEnding::Panic(p)),
                 EpochEnd::IterPanic(p) => {
+                    if let Some(msg) = cx.held_panic.borrow_mut().take() {
+                        // The items iterator's panic, held back when it was taken
+                        // ahead: the loop got this far, so it is real.
+                        eprintln!("{msg}");
+                    }
                     self.end_loop(index, LoopEnding::Panic(p), None);
                     return;
                 }
