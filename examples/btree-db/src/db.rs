@@ -53,6 +53,7 @@ pub struct Database {
     pub(crate) aborts: Counter,
     pub(crate) deadlocks: Counter,
     checkpoints: AtomicU64,
+    pub(crate) checkpoint_failures: AtomicU64,
 }
 
 /// Transaction ids a stripe takes from `next_txn` at a time.
@@ -148,6 +149,7 @@ impl Database {
             aborts: Counter::default(),
             deadlocks: Counter::default(),
             checkpoints: AtomicU64::new(0),
+            checkpoint_failures: AtomicU64::new(0),
         };
         recovery::recover(&db.store, &header, &db.next_txn)?;
         db.checkpoint()?;
@@ -351,6 +353,7 @@ impl Database {
             log_flushes: wal.flushes.load(r),
             log_syncs: wal.syncs.load(r),
             checkpoints: self.checkpoints.load(r),
+            checkpoint_failures: self.checkpoint_failures.load(r),
             commits: self.commits.sum(),
             aborts: self.aborts.sum(),
             deadlocks: self.deadlocks.sum(),

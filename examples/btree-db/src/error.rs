@@ -59,6 +59,16 @@ pub enum Error {
         /// Why the undo stopped.
         cause: String,
     },
+    /// `commit` made the transaction's changes permanent in memory (other
+    /// transactions see them, and nothing undoes them), but its commit record
+    /// could not be written or synced to the log (an I/O error, a full disk):
+    /// it survives a crash only if the log is written later, as the next
+    /// commit or checkpoint that succeeds does. It took effect: do not run it
+    /// again.
+    CommitNotDurable {
+        /// Why the log write failed.
+        cause: String,
+    },
     /// An option value is out of range.
     InvalidOptions(String),
     /// A key is longer than [`crate::Limits::max_key`].
@@ -142,6 +152,11 @@ impl fmt::Display for Error {
             Error::LockTimeout => f.write_str("lock wait timed out; abort the transaction"),
             Error::PoolExhausted => f.write_str("all buffer pool frames are pinned"),
             Error::InUse => f.write_str("database file is already open elsewhere"),
+            Error::CommitNotDurable { cause } => write!(
+                f,
+                "the transaction committed, but its commit record could not be made durable \
+                 ({cause}); it is lost if the process crashes before the log is written"
+            ),
             Error::LentOut => f.write_str(
                 "the transaction's SharedTxn was never dropped (forgotten): its locks went with \
                  it; the transaction was rolled back",

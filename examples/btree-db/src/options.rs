@@ -84,6 +84,9 @@ pub struct Stats {
     pub log_syncs: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Automatic checkpoints that failed (an I/O error): the commit that started
+    /// one still succeeds, and a later commit tries again.
+    pub checkpoint_failures: u64,
     /// Transactions committed.
     pub commits: u64,
     /// Transactions aborted.

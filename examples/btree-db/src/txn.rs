@@ -390,7 +390,10 @@ impl<'db> Txn<'db> {
     }
 
     /// Commits: appends the commit record, makes it durable per
-    /// [`crate::SyncMode`], releases locks.
+    /// [`crate::SyncMode`], releases locks. An error other than
+    /// [`Error::CommitNotDurable`] means the transaction did not take effect
+    /// ([`Error::LentOut`]); `CommitNotDurable` means it did, but the log could
+    /// not be written: do not run it again.
     pub fn commit(mut self) -> Result<()> {
         if self.lent {
             // Its locks are gone with a forgotten handle: committing would leave
@@ -416,9 +419,17 @@ impl<'db> Txn<'db> {
         self.db.locks.release_all(self.id, &mut self.s.locks);
         self.db.commits.add(1);
         self.recycle();
-        result?;
-        if self.wrote.is_some() {
-            self.db.maybe_checkpoint()?;
+        if let Err(e) = result {
+            // The commit record is in the log buffer and the locks are gone:
+            // the transaction took effect, only its durability is in doubt.
+            return Err(Error::CommitNotDurable {
+                cause: e.to_string(),
+            });
+        }
+        if self.wrote.is_some() && self.db.maybe_checkpoint().is_err() {
+            // The commit is durable; a checkpoint that failed leaves the last
+            // one in force, and the next commit past the threshold tries again.
+            (self.db.checkpoint_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }

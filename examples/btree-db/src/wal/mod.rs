@@ -246,16 +246,29 @@ impl Wal {
         };
         let io = &mut *io;
         let data = std::mem::take(&mut io.spare);
-        let r = self.write_at(io, start, &data);
+        if let Err(e) = self.write_at(io, start, &data) {
+            // The bytes go back in front of what was appended meanwhile, so that the
+            // next flush writes them again at their place. Dropped, they left a hole
+            // in the log (a full disk), and recovery ended the log there, losing the
+            // records written after it, committed ones included.
+            let mut st = lock(&self.state);
+            let mut back = data;
+            back.extend_from_slice(&st.buf);
+            st.buf = back;
+            st.buf_lsn = start;
+            return Err(e);
+        }
         io.spare = data;
         io.spare.clear();
-        r?;
         self.flushes.fetch_add(1, Ordering::Relaxed);
         if sync {
-            for seg in io.unsynced.drain(..) {
+            // A segment leaves the list only once synced: one whose sync failed is
+            // synced again by the next flush, never taken for durable.
+            while let Some(&seg) = io.unsynced.first() {
                 if let Some(f) = io.files.get(&seg) {
                     f.sync_data()?;
                 }
+                io.unsynced.remove(0);
             }
             self.syncs.fetch_add(1, Ordering::Relaxed);
             let w = self.written.load(Ordering::Acquire);
