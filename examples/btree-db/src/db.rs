@@ -92,26 +92,10 @@ impl Database {
                 crate::buffer::MAX_PAGES
             )));
         }
-        let (pager, header) = if path.exists() {
-            Pager::open(&path)?
-        } else {
-            let header = FileHeader {
-                page_size: ps as u32,
-                checkpoint_lsn: FIRST_LSN,
-                log_start: FIRST_LSN,
-                next_txn: 1,
-            };
-            // Stale log segments of an earlier file at this path would be replayed.
-            Wal::new(&path, options.log_segment_bytes, FIRST_LSN).truncate_before(u64::MAX)?;
-            let pager = Pager::create(&path, &header)?;
-            let (mut meta, mut cat) = Store::initial_pages(ps);
-            for (id, buf) in [(META_PAGE, &mut meta), (CATALOG_ROOT, &mut cat)] {
-                page::seal(id, buf.as_bytes_mut());
-                pager.write_page(id, buf.as_bytes())?;
-            }
-            pager.sync()?;
-            (pager, header)
-        };
+        if !path.exists() {
+            create_file(&path, &options)?;
+        }
+        let (pager, header) = Pager::open(&path)?;
         let ps = pager.page_size();
         let wal = Arc::new(Wal::new(&path, options.log_segment_bytes, header.log_start));
         wal.set_fpw_threshold(header.checkpoint_lsn);
@@ -403,6 +387,50 @@ impl Database {
         PageAccess::read_bytes(&g, 0, buf.as_bytes_mut());
         Ok(buf)
     }
+}
+
+/// Creates an empty database file at `path`, unless another opener made one
+/// meanwhile. The file is built whole under a temporary name (`<path>.creating`),
+/// synced and renamed into place, so that no crash leaves a file at `path` that
+/// does not open: written in place, a first open killed after the header and
+/// before the pages that follow left a file that failed every later open ("page
+/// is all zeros"). Openers that find no file take turns on a lock of the
+/// directory; the second finds the file made, and then `InUse` if the first still
+/// has it open.
+fn create_file(path: &Path, options: &Options) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir_file = std::fs::File::open(dir)?;
+    dir_file.lock()?;
+    if path.exists() {
+        return Ok(());
+    }
+    // Stale log segments of an earlier file at this path would be replayed.
+    Wal::new(path, options.log_segment_bytes, FIRST_LSN).truncate_before(u64::MAX)?;
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(".creating");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let header = FileHeader {
+            page_size: options.page_size as u32,
+            checkpoint_lsn: FIRST_LSN,
+            log_start: FIRST_LSN,
+            next_txn: 1,
+        };
+        let pager = Pager::create(&tmp, &header)?;
+        let (mut meta, mut cat) = Store::initial_pages(options.page_size);
+        for (id, buf) in [(META_PAGE, &mut meta), (CATALOG_ROOT, &mut cat)] {
+            page::seal(id, buf.as_bytes_mut());
+            pager.write_page(id, buf.as_bytes())?;
+        }
+        pager.sync()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    // The rename itself durable before anything is logged for the new file.
+    dir_file.sync_all()?;
+    Ok(())
 }
 
 impl Drop for Database {

@@ -105,12 +105,14 @@ pub(crate) struct Pager {
 }
 
 impl Pager {
-    /// Creates a new file with a header and nothing else.
+    /// Creates a file with a header and nothing else, replacing any file at
+    /// `path` (a temporary one: see `db::create_file`).
     pub(crate) fn create(path: &Path, header: &FileHeader) -> Result<Pager> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .open(path)?;
         lock_file(&file)?;
         let pager = Pager {
