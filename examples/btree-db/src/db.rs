@@ -75,7 +75,7 @@ impl Database {
                 "page_size {ps} is not a power of two in 512..=32768"
             )));
         }
-        if options.log_segment_bytes < (64 << 10) {
+        if options.log_segment_bytes < crate::pager::MIN_LOG_SEGMENT {
             return Err(Error::InvalidOptions(
                 "log_segment_bytes must be at least 64 KiB".into(),
             ));
@@ -96,8 +96,14 @@ impl Database {
             create_file(&path, &options)?;
         }
         let (pager, header) = Pager::open(&path)?;
+        // The segment size numbers the log's files: an existing database keeps
+        // its own (one opened with another read "a log segment file is missing").
+        let log_segment_bytes = match header.log_segment_bytes {
+            0 => options.log_segment_bytes,
+            recorded => recorded,
+        };
         let ps = pager.page_size();
-        let wal = Arc::new(Wal::new(&path, options.log_segment_bytes, header.log_start));
+        let wal = Arc::new(Wal::new(&path, log_segment_bytes, header.log_start));
         wal.set_fpw_threshold(header.checkpoint_lsn);
         let pool = BufferPool::new(
             pager,
@@ -282,6 +288,7 @@ impl Database {
             checkpoint_lsn: redo,
             log_start,
             next_txn: self.next_txn.load(Ordering::Relaxed),
+            log_segment_bytes: wal.segment_bytes(),
         })?;
         wal.truncate_before(log_start)?;
         self.last_checkpoint.store(redo, Ordering::Relaxed);
@@ -418,6 +425,7 @@ fn create_file(path: &Path, options: &Options) -> Result<()> {
             checkpoint_lsn: FIRST_LSN,
             log_start: FIRST_LSN,
             next_txn: 1,
+            log_segment_bytes: options.log_segment_bytes,
         };
         let pager = Pager::create(&tmp, &header)?;
         let (mut meta, mut cat) = Store::initial_pages(options.page_size);

@@ -38,8 +38,11 @@ pub struct Options {
     /// Take a checkpoint automatically once this many log bytes were written
     /// since the last one (0 disables automatic checkpoints).
     pub checkpoint_log_bytes: u64,
-    /// Size of one log segment file (at least 64 KiB). Checkpoints delete
-    /// whole segments that recovery no longer needs. Default 64 MiB.
+    /// Size of one log segment file (at least 64 KiB) when creating a file:
+    /// an existing database keeps its own, recorded in its header (a file
+    /// written before that was recorded takes this option, and records it at
+    /// its next checkpoint). Checkpoints delete whole segments that recovery
+    /// no longer needs. Default 64 MiB.
     pub log_segment_bytes: u64,
 }
 

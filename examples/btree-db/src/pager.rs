@@ -13,11 +13,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Error, PageId, Result};
 
 const MAGIC: [u8; 8] = *b"BTREE-DB";
-/// The on-disk format version this build reads and writes.
+/// The on-disk format version this build writes.
 /// Version 2: page checksums cover the page number.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// Version 3: the header records the log's segment size.
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The oldest version this build reads: a version 2 header names no segment size
+/// (the caller's option is taken) and is rewritten as version 3 at the next
+/// checkpoint.
+const OLDEST_VERSION: u32 = 2;
 const COPY_OFFSETS: [u64; 2] = [0, 256];
-const HEADER_LEN: usize = 48;
+const HEADER_LEN: usize = 56;
 
 /// The recovery-relevant fields of the file header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +35,9 @@ pub(crate) struct FileHeader {
     pub(crate) log_start: u64,
     /// Transaction ids at or above this were never used.
     pub(crate) next_txn: u64,
+    /// The size of the log's segment files, which numbers them (0: not
+    /// recorded, a version 2 file).
+    pub(crate) log_segment_bytes: u64,
 }
 
 impl FileHeader {
@@ -41,8 +49,9 @@ impl FileHeader {
         b[16..24].copy_from_slice(&self.checkpoint_lsn.to_le_bytes());
         b[24..32].copy_from_slice(&self.log_start.to_le_bytes());
         b[32..40].copy_from_slice(&self.next_txn.to_le_bytes());
-        let crc = crc32fast::hash(&b[0..40]);
-        b[40..44].copy_from_slice(&crc.to_le_bytes());
+        b[40..48].copy_from_slice(&self.log_segment_bytes.to_le_bytes());
+        let crc = crc32fast::hash(&b[0..48]);
+        b[48..52].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -57,13 +66,15 @@ impl FileHeader {
             u64::from_le_bytes(a)
         };
         let version = u32_at(8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 found: version,
                 expected: FORMAT_VERSION,
             });
         }
-        if crc32fast::hash(&b[0..40]) != u32_at(40) {
+        // Version 2 ends its checksummed part before the segment size.
+        let covered = if version == 2 { 40 } else { 48 };
+        if crc32fast::hash(&b[0..covered]) != u32_at(covered) {
             return Err(Error::Corrupt {
                 page: 0,
                 reason: "file header checksum",
@@ -76,14 +87,25 @@ impl FileHeader {
                 reason: "bad page size in header",
             });
         }
+        let log_segment_bytes = if version == 2 { 0 } else { u64_at(40) };
+        if version > 2 && log_segment_bytes < MIN_LOG_SEGMENT {
+            return Err(Error::Corrupt {
+                page: 0,
+                reason: "bad log segment size in header",
+            });
+        }
         Ok(FileHeader {
             page_size,
             checkpoint_lsn: u64_at(16),
             log_start: u64_at(24),
             next_txn: u64_at(32),
+            log_segment_bytes,
         })
     }
 }
+
+/// The smallest log segment (`Options::log_segment_bytes`).
+pub(crate) const MIN_LOG_SEGMENT: u64 = 64 << 10;
 
 /// Takes the advisory exclusive lock that keeps a second `Database` (in
 /// this or another process) off the file. The kernel drops it when the
@@ -227,5 +249,40 @@ impl Pager {
     /// File length in pages.
     pub(crate) fn len_pages(&self) -> Result<u64> {
         Ok(self.file.metadata()?.len() / self.page_size as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FileHeader, HEADER_LEN};
+
+    /// A version 3 header reads back as written; a version 2 one (no segment size,
+    /// its checksum right after the transaction id) reads with the size unknown.
+    #[test]
+    fn headers_of_both_versions_read() {
+        let h = FileHeader {
+            page_size: 4096,
+            checkpoint_lsn: 1234,
+            log_start: 1000,
+            next_txn: 77,
+            log_segment_bytes: 1 << 20,
+        };
+        assert_eq!(FileHeader::decode(&h.encode()).unwrap(), h);
+        let mut v2 = [0u8; HEADER_LEN];
+        v2[..40].copy_from_slice(&h.encode()[..40]);
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&v2[0..40]);
+        v2[40..44].copy_from_slice(&crc.to_le_bytes());
+        let old = FileHeader::decode(&v2).unwrap();
+        assert_eq!(
+            old,
+            FileHeader {
+                log_segment_bytes: 0,
+                ..h
+            }
+        );
+        let mut bad = h.encode();
+        bad[40] ^= 1;
+        assert!(FileHeader::decode(&bad).is_err(), "the size is checksummed");
     }
 }

@@ -425,7 +425,7 @@ fn bad_files_give_clear_errors() {
         Database::open(&path, opts()),
         Err(Error::UnsupportedVersion {
             found: 99,
-            expected: 2
+            expected: 3
         })
     ));
 

@@ -241,3 +241,42 @@ fn a_first_open_killed_halfway_leaves_nothing_that_fails_to_open() {
     let db = Database::open(&path, opts()).unwrap();
     assert_eq!(rows(&db).len(), 1);
 }
+
+/// The log's segment size belongs to the files: a database made with one and opened
+/// with another keeps its own. Opened with another, a cleanly closed database gave
+/// `LogDamaged` ("restore from a backup"), and that failed open deleted the log, so
+/// that it failed with the right size too.
+#[test]
+fn a_database_keeps_its_log_segment_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let with = |log_segment_bytes| Options {
+        log_segment_bytes,
+        ..opts()
+    };
+    let mut committed = BTreeMap::new();
+    for (round, seg) in [64u64 << 10, 64 << 20, 128 << 10, 64 << 10]
+        .into_iter()
+        .enumerate()
+    {
+        let db = Database::open(&path, with(seg)).unwrap();
+        let t = match db.table("t") {
+            Ok(t) => t,
+            Err(_) => db.create_table("t").unwrap(),
+        };
+        let mut tx = db.begin();
+        for i in 0..300u32 {
+            let k = (round as u32 * 1000 + i).to_be_bytes().to_vec();
+            tx.put(t, &k, &[round as u8; 500]).unwrap();
+            committed.insert(k, vec![round as u8; 500]);
+        }
+        tx.commit().unwrap();
+        assert_eq!(rows(&db), committed, "round {round}");
+        // Every other round ends in a crash, so the next open replays the log.
+        if round % 2 == 1 {
+            db.simulate_crash_on_drop();
+        }
+    }
+    let db = Database::open(&path, with(1 << 20)).unwrap();
+    assert_eq!(rows(&db), committed);
+}

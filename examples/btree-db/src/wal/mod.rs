@@ -101,6 +101,11 @@ impl Wal {
         }
     }
 
+    /// The size of one segment file.
+    pub(crate) fn segment_bytes(&self) -> u64 {
+        self.seg_size
+    }
+
     fn seg_path(&self, seg: u64) -> PathBuf {
         let mut name = self.base.file_name().unwrap_or_default().to_os_string();
         name.push(format!(".wal.{seg:08}"));
