@@ -198,7 +198,13 @@ impl fmt::Display for LoopReport {
         writeln!(
             f,
             "loop {} at {} ({:?}, {} threads): {} iterations in {} epochs, {:.3?}",
-            self.name, self.location, self.mode, self.threads, self.items, self.epochs, self.wall
+            printable(&self.name),
+            self.location,
+            self.mode,
+            self.threads,
+            self.items,
+            self.epochs,
+            self.wall
         )?;
         writeln!(
             f,
@@ -489,4 +495,32 @@ impl ThreadStats {
 #[cfg(test)]
 pub(crate) fn tests_location() -> SourceLocation {
     SourceLocation(Location::caller())
+}
+
+/// A loop name as a terminal line shows it: control characters (a newline, an
+/// escape sequence) written as escapes, so that a name cannot break the report's
+/// layout or drive the terminal. Other characters, any script's, stay as they are.
+pub(crate) fn printable(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn control_characters_in_a_name_are_escaped() {
+        assert_eq!(super::printable("items été"), "items été");
+        assert_eq!(super::printable("a\nb\t\u{1b}[31m"), "a\\nb\\t\\u{1b}[31m");
+    }
 }

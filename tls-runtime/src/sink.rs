@@ -225,7 +225,13 @@ fn summary(all: &[Totals]) -> String {
         let _ = writeln!(
             out,
             "  {} ({}): {} runs, {} iterations, {} violations, {:.3?} wasted of {:.3?} busy",
-            t.name, t.location, t.count, t.items, t.violations, t.wasted, t.busy
+            crate::report::printable(&t.name),
+            t.location,
+            t.count,
+            t.items,
+            t.violations,
+            t.wasted,
+            t.busy
         );
         if t.in_order > 0 {
             let _ = writeln!(
