@@ -385,7 +385,12 @@ impl EpochCx {
         self.check_violation();
         let ordinal = self.ordinal.get();
         self.ordinal.set(ordinal.wrapping_add(1));
-        self.access()
+        // The accesses made before this one: the epoch's first access is access 0,
+        // as profile mode counts it (it was 1 here, 0 there, for the same load).
+        Access {
+            ordinal,
+            ..self.access()
+        }
     }
 
     /// Speculative accesses the epoch made so far (its attempts together).

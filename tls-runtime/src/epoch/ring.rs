@@ -15,7 +15,7 @@ pub(crate) const NOT_VIOLATED: u32 = u32::MAX;
 pub(crate) struct Cause {
     pub(crate) store: &'static Location<'static>,
     pub(crate) load: &'static Location<'static>,
-    /// The load was the epoch's `load_ordinal`-th speculative access.
+    /// The speculative accesses the epoch made before the load (0: its first).
     pub(crate) load_ordinal: u32,
     /// A store really hit what the load read (not an injected violation, nor a
     /// version discarded with its container): what synchronized loads learn from.
