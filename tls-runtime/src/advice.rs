@@ -100,12 +100,16 @@ pub(crate) const LATE_LOAD: f64 = 0.5;
 
 /// The fix for the dependence `store` → `load` of the loop at `at`; `load_share` is
 /// how far through its epoch the load comes, when known (profile mode: the share of
-/// the epoch's time; a parallel run: of its tracked accesses).
+/// the epoch's time; a parallel run: of its tracked accesses). `rare`: the
+/// dependence violated few of the epochs that ran speculatively (a parallel run's
+/// count), so a call that reads and writes is not one location every epoch updates
+/// but iterations that now and then meet on one (an account, a bucket).
 pub(crate) fn advise(
     store: SourceLocation,
     load: SourceLocation,
     at: SourceLocation,
     load_share: Option<f64>,
+    rare: bool,
 ) -> Advice {
     // Code the loop calls first: an `update` inside a log's or a pool's method is
     // that code's state, which an accumulation in the body cannot replace.
@@ -117,6 +121,16 @@ pub(crate) fn advise(
                  is state of its own (an allocator, a pool, a cache, a log), escape the call \
                  (`#[escape]`, with `#[on_violation]` undoing it) or delay it to commit \
                  (`#[on_commit]`)"
+            ),
+        )
+    } else if store == load && rare {
+        (
+            AdviceKind::TrueDependence,
+            format!(
+                "iterations now and then read and write the same location at {load} (few \
+                 epochs were violated there): those iterations depend on each other, and \
+                 re-running the later one is what it costs; no annotation removes it, and \
+                 it is cheap while it stays rare"
             ),
         )
     } else if store == load {
@@ -173,37 +187,42 @@ mod tests {
         let at = here();
         let update = here();
         let (load, store) = (here(), here());
-        // One call that reads and writes: a running total.
+        // One call that reads and writes: a running total; unless few epochs met
+        // there (iterations that update the same account now and then).
         assert_eq!(
-            advise(update, update, at, Some(0.9)).kind,
+            advise(update, update, at, Some(0.9), false).kind,
             AdviceKind::Accumulate
+        );
+        assert_eq!(
+            advise(update, update, at, Some(0.9), true).kind,
+            AdviceKind::TrueDependence
         );
         // A late load in the loop's own file: a checkpoint before it.
         assert_eq!(
-            advise(store, load, at, Some(0.8)).kind,
+            advise(store, load, at, Some(0.8), false).kind,
             AdviceKind::Checkpoint
         );
         // An early one: a true dependence; and one whose position is unknown.
         assert_eq!(
-            advise(store, load, at, Some(0.1)).kind,
+            advise(store, load, at, Some(0.1), false).kind,
             AdviceKind::TrueDependence
         );
         assert_eq!(
-            advise(store, load, at, None).kind,
+            advise(store, load, at, None, false).kind,
             AdviceKind::TrueDependence
         );
         // A store in another file: code the loop calls, also when one call there
         // reads and writes (a log's append, a pool's take).
         let elsewhere = crate::report::tests_location();
         assert_eq!(
-            advise(elsewhere, load, at, Some(0.9)).kind,
+            advise(elsewhere, load, at, Some(0.9), false).kind,
             AdviceKind::EscapeOrDefer
         );
         assert_eq!(
-            advise(elsewhere, elsewhere, at, Some(0.9)).kind,
+            advise(elsewhere, elsewhere, at, Some(0.9), false).kind,
             AdviceKind::EscapeOrDefer
         );
-        let text = advise(store, load, at, Some(0.8)).text;
+        let text = advise(store, load, at, Some(0.8), false).text;
         assert!(
             text.contains(&load.to_string()) && text.contains("80%"),
             "{text}"

@@ -434,12 +434,16 @@ impl ThreadStats {
         let per_epoch = (self.epochs > 0)
             .then(|| self.accesses as f64 / self.epochs as f64)
             .filter(|&n| n >= 8.0);
+        // A dependence that violated under one speculative epoch in five is
+        // iterations that meet now and then, not a location every epoch updates.
+        let speculative = self.epochs.saturating_sub(self.in_order_epochs).max(1);
         let mut dependences: Vec<Dependence> = self
             .deps
             .into_iter()
             .map(|((store, load), d)| {
                 let load_access = (d.load_access_sum / d.count.max(1)) as u32;
                 let share = per_epoch.map(|n| f64::from(load_access) / n);
+                let rare = d.count * 5 < speculative;
                 Dependence {
                     store,
                     load,
@@ -447,7 +451,7 @@ impl ThreadStats {
                     wasted: d.wasted,
                     segment: d.segment,
                     load_access,
-                    advice: Some(advise(store, load, SourceLocation(location), share)),
+                    advice: Some(advise(store, load, SourceLocation(location), share, rare)),
                 }
             })
             .collect();

@@ -52,6 +52,8 @@ pub(crate) fn predicted_dependences(
                     SourceLocation(load),
                     SourceLocation(at),
                     Some(share),
+                    // The replay's counts, not the run's: `rewrites` decides below.
+                    false,
                 );
                 if a.kind == AdviceKind::TrueDependence && rewrites(items, store, load) {
                     a = read_modify_write(SourceLocation(store), SourceLocation(load));
