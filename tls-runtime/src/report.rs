@@ -136,7 +136,9 @@ pub struct LoopReport {
     pub items: u64,
     /// Violations that caused a rollback.
     pub violations: u64,
-    /// Rollbacks (violations, failed argument checks, zombie panics).
+    /// Rollbacks: one per violation, and the re-runs no violation caused (an escaped
+    /// call's failed argument check, a synchronized load's wait that gave up, a read
+    /// after an `on_commit` call whose wait gave up), so it may exceed `violations`.
     pub rollbacks: u64,
     /// Epochs squashed because an earlier one ended the loop.
     pub squashed: u64,
@@ -195,16 +197,17 @@ impl fmt::Display for LoopReport {
                 0.0
             }
         };
+        // An unnamed loop is named by its location: say it once.
+        let location = self.location.to_string();
+        let named = if self.name == location {
+            String::new()
+        } else {
+            format!("{} ", printable(&self.name))
+        };
         writeln!(
             f,
-            "loop {} at {} ({:?}, {} threads): {} iterations in {} epochs, {:.3?}",
-            printable(&self.name),
-            self.location,
-            self.mode,
-            self.threads,
-            self.items,
-            self.epochs,
-            self.wall
+            "loop {named}at {location} ({:?}, {} threads): {} iterations in {} epochs, {:.3?}",
+            self.mode, self.threads, self.items, self.epochs, self.wall
         )?;
         writeln!(
             f,

@@ -422,6 +422,7 @@ impl Bufs {
         let delivered = if self.loops == Mode::ByHand {
             by_hand::deliver_districts(&tx.share(), input, self.parts())?
         } else if self.loops == Mode::Tls {
+            // ANCHOR: delivery_call
             with_spec_rows(
                 &tx.share(),
                 &[
@@ -436,6 +437,7 @@ impl Bufs {
                 self.journey.grain,
                 |rows| deliver_districts(rows, input),
             )?
+            // ANCHOR_END: delivery_call
         } else {
             let mut delivered = 0;
             for d in 1..=DISTRICTS {
