@@ -44,7 +44,7 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use tpcc::driver::placement::{NEAR_NS, Placement, cache_line_round_trip_ns};
 use tpcc::driver::{Limit, RunOptions, RunReport, load, run};
 use tpcc::engine::kv::journey::Journey;
@@ -268,9 +268,16 @@ struct Entry {
 
 impl Entry {
     fn parse(text: &str) -> Result<Entry> {
+        let hint = || {
+            format!(
+                "MODES entry {text:?}: a mode, `tls:in-order`, or `tls:STEP` with a step of \
+                 the journey as TPCC_JOURNEY takes it, `+` for its commas \
+                 (`tls:pages+checkpoint`)"
+            )
+        };
         let (mode, step) = match text.split_once(':') {
-            Some((m, s)) => (m.parse::<Mode>()?, Some(s)),
-            None => (text.parse::<Mode>()?, None),
+            Some((m, s)) => (m.parse::<Mode>().with_context(hint)?, Some(s)),
+            None => (text.parse::<Mode>().with_context(hint)?, None),
         };
         let mut e = Entry {
             label: text.to_string(),
