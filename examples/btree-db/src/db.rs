@@ -92,7 +92,13 @@ impl Database {
                 crate::buffer::MAX_PAGES
             )));
         }
-        if !path.exists() {
+        if path.as_os_str().is_empty() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the database path is empty",
+            )));
+        }
+        if !is_there(&path) {
             create_file(&path, &options)?;
         }
         let (pager, header) = Pager::open(&path)?;
@@ -396,6 +402,14 @@ impl Database {
     }
 }
 
+/// Whether anything is at `path`, a symbolic link whose target is missing
+/// included: a link to a database on a volume that is not mounted is not a
+/// new database (creating one deleted the real one's log files and replaced
+/// the link).
+fn is_there(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
 /// Creates an empty database file at `path`, unless another opener made one
 /// meanwhile. The file is built whole under a temporary name (`<path>.creating`),
 /// synced and renamed into place, so that no crash leaves a file at `path` that
@@ -411,7 +425,7 @@ fn create_file(path: &Path, options: &Options) -> Result<()> {
     };
     let dir_file = std::fs::File::open(dir)?;
     dir_file.lock()?;
-    if path.exists() {
+    if is_there(path) {
         return Ok(());
     }
     // Stale log segments of an earlier file at this path would be replayed.

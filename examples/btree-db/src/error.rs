@@ -62,9 +62,9 @@ pub enum Error {
     /// `commit` made the transaction's changes permanent in memory (other
     /// transactions see them, and nothing undoes them), but its commit record
     /// could not be written or synced to the log (an I/O error, a full disk):
-    /// it survives a crash only if the log is written later, as the next
-    /// commit or checkpoint that succeeds does. It took effect: do not run it
-    /// again.
+    /// it survives a crash, or a close while the disk is still full, only if
+    /// the log is written later, as the next commit or checkpoint that
+    /// succeeds does. It took effect: do not run it again.
     CommitNotDurable {
         /// Why the log write failed.
         cause: String,

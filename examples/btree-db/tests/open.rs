@@ -280,3 +280,48 @@ fn a_database_keeps_its_log_segment_size() {
     let db = Database::open(&path, with(1 << 20)).unwrap();
     assert_eq!(rows(&db), committed);
 }
+
+/// A link to a database whose target is missing (a volume not mounted) is not a
+/// new database: the open fails and leaves the log and the link alone. It created
+/// a database over the link, deleting the real one's log files.
+#[test]
+fn a_dangling_link_is_not_a_new_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    let link = dir.path().join("x.db");
+    drop(Database::open(vol.join("data.db"), opts()).unwrap());
+    std::os::unix::fs::symlink(vol.join("data.db"), &link).unwrap();
+    {
+        let db = Database::open(&link, opts()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut tx = db.begin();
+        tx.put(t, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        db.simulate_crash_on_drop();
+    }
+    let logs = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains(".wal.")
+            })
+            .count()
+    };
+    let before = logs(dir.path());
+    assert!(before > 0);
+    std::fs::rename(&vol, dir.path().join("unmounted")).unwrap();
+    assert!(Database::open(&link, opts()).is_err());
+    assert_eq!(logs(dir.path()), before, "the log files are kept");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    std::fs::rename(dir.path().join("unmounted"), &vol).unwrap();
+    let db = Database::open(&link, opts()).unwrap();
+    assert_eq!(rows(&db).len(), 1);
+    assert!(Database::open("", opts()).is_err(), "an empty path");
+}
