@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run; `-- 10%`
 //! or another word for only the loops whose name has it: `no-conflict`, `1us`, `chain`,
-//! `conflict 10%`, `access`);
+//! `conflict 10%`, `delayed call`, `access`);
 //! `BENCH_THREADS=N` runs the loops (ours and rayon's) on N threads instead of 2.
 
 use rayon::prelude::*;
@@ -218,6 +218,41 @@ fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
     );
 }
 
+/// Every iteration reads shared data and ends with an `on_commit` call that changes
+/// speculative data (a running count): a later iteration's read in the same epoch
+/// waits for the call (`on_commit`'s contract), so automatic chunking must choose
+/// between one iteration an epoch and chunks whose later iterations run as plain code.
+fn delayed_calls(per_epoch: Duration, epochs: usize, reps: usize) {
+    let iters = calibrate(per_epoch);
+    let table = SpecVec::from((0..1024u64).collect::<Vec<_>>());
+    let out = SpecVec::from(vec![0u64; epochs]);
+    let count = std::sync::Arc::new(Spec::new(0u64));
+    let body = |i: usize| {
+        out.set(i, work(iters, table.get(i % 1024)));
+        let count = count.clone();
+        tls_runtime::on_commit(move || count.update(|c| *c += 1));
+    };
+    let t = measure(
+        reps,
+        &mut [&mut || (0..epochs).for_each(body), &mut || {
+            // A new site each time: the first run is the one that chose badly.
+            let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+            Loop::new()
+                .threads(threads())
+                .site(site)
+                .run(0..epochs, |i| {
+                    body(i);
+                    Control::<()>::Continue
+                });
+        }],
+    );
+    println!(
+        "an on_commit call changing shared data in every iteration, {:?} per iteration, a site's first run: tls {:.2}x of the plain loop",
+        per_epoch,
+        t[0].as_secs_f64() / t[1].as_secs_f64()
+    );
+}
+
 #[inline(never)]
 fn read_cell(cell: &Spec<u64>, n: usize) -> u64 {
     let mut s = 0u64;
@@ -381,6 +416,12 @@ fn main() {
     }
     if wanted("conflict 10%") {
         conflict_10pct(Duration::from_micros(5), 8000 / scale, reps);
+    }
+    if wanted("delayed call 50ns") {
+        delayed_calls(Duration::from_nanos(50), 50000 / scale, reps);
+    }
+    if wanted("delayed call 2us") {
+        delayed_calls(Duration::from_micros(2), 10000 / scale, reps);
     }
     if wanted("access costs") {
         access_costs(100_000);

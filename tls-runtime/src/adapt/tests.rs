@@ -557,3 +557,33 @@ fn a_window_is_credited_with_at_most_twice_the_in_order_cost_of_its_iterations()
     site.note_in_order(Duration::from_micros(100), 4);
     assert_eq!(site.in_order_per_item(), Some(100.0));
 }
+
+#[test]
+fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_pays() {
+    // Iterations of 2 us: an epoch each pays.
+    let site = LoopSite::new();
+    site.tune_chunk(
+        WINDOW,
+        u64::from(WINDOW),
+        0,
+        Duration::from_micros(2) * WINDOW,
+    );
+    assert!(site.chunk_for_run(0, 2) > 1);
+    site.synced.note_delayed_call_read();
+    assert_eq!(site.chunk_for_run(0, 2), 1);
+    // Iterations of 50 ns: one epoch each would cost many times the loop; the chunk
+    // stays, and the waits make its later iterations plain code.
+    let site = LoopSite::new();
+    site.tune_chunk(
+        WINDOW,
+        200 * u64::from(WINDOW),
+        0,
+        Duration::from_micros(10) * WINDOW,
+    );
+    site.synced.note_delayed_call_read();
+    assert!(
+        site.chunk_for_run(0, 2) > 20,
+        "{}",
+        site.chunk_for_run(0, 2)
+    );
+}
