@@ -53,15 +53,10 @@ fn defer<'f>(f: impl FnOnce() + Send + 'f, touches_data: bool) {
             // commits (plain code or another loop may change what it read): the action
             // waits for the commit, where it runs after the epoch's earlier writes.
             let _ = cx.begin_access();
-            if touches_data
-                && cx.homefree()
-                && !cx.raising.get()
-                && !crate::memory::nesting::nested()
-            {
-                // The oldest epoch publishes what it did and makes the call where
-                // the sequential program makes it, so that its later reads see
-                // what the call wrote without waiting for anything.
-                crate::memory::publish_prefix(cx);
+            // The oldest epoch publishes what it did and makes the call where the
+            // sequential program makes it, so that its later reads see what the call
+            // wrote without waiting for anything.
+            if touches_data && crate::memory::publish_if_homefree(cx) {
                 return run_published(cx, f);
             }
             // SAFETY: only the lifetime bound is erased. `defer` is reached with a

@@ -167,6 +167,11 @@ pub(crate) struct EpochCx {
     pub(crate) commits: RefCell<Vec<Deferred>>,
     /// A panic message held back because the epoch was speculative when it panicked.
     pub(crate) held_panic: RefCell<Option<String>>,
+    /// A speculative load made while the attempt unwound from a panic, after an
+    /// `on_commit` call the epoch had not run (a `Drop` reading speculative data):
+    /// it could not wait for the call, so it may have read the value from before it,
+    /// and the attempt counts for nothing (`memory::await_delayed_calls`).
+    pub(crate) unwound_past_call: Cell<Option<&'static Location<'static>>>,
     /// In profile mode: what the epoch reads and writes, and when.
     pub(crate) profile: RefCell<Option<crate::profile::Recorder>>,
     pub(crate) profiling: Cell<bool>,
@@ -258,6 +263,7 @@ impl EpochCx {
             undo: RefCell::new(Vec::new()),
             commits: RefCell::new(Vec::new()),
             held_panic: RefCell::new(None),
+            unwound_past_call: Cell::new(None),
             profile: RefCell::new(None),
             profiling: Cell::new(false),
             gave_way: Cell::new(0),

@@ -35,7 +35,8 @@ fn child() {
     }
 }
 
-fn run_child(vars: &[(&str, &str)]) -> String {
+/// Runs `child` in a new process with `vars` set; returns its stdout and stderr.
+fn spawn_child(vars: &[(&str, &str)]) -> (String, String) {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.args(["--exact", "child", "--nocapture", "--test-threads", "1"])
@@ -45,7 +46,13 @@ fn run_child(vars: &[(&str, &str)]) -> String {
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&out.stdout), text(&out.stderr))
+}
+
+/// The child's report line.
+fn run_child(vars: &[(&str, &str)]) -> String {
+    let (stdout, _) = spawn_child(vars);
     stdout
         .lines()
         .find_map(|l| l.find("CHILD ").map(|at| &l[at..]))
@@ -84,16 +91,7 @@ fn thread_count_comes_from_the_environment() {
 
 #[test]
 fn bad_settings_fall_back_with_a_warning() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-        .env("TLS_ENV_CHILD", "1")
-        .env("TLS_MODE", "fast")
-        .env("TLS_THREADS", "zero")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = spawn_child(&[("TLS_MODE", "fast"), ("TLS_THREADS", "zero")]);
     assert!(stderr.contains("unknown TLS_MODE=\"fast\""), "{stderr}");
     assert!(
         stderr.contains("TLS_THREADS=\"zero\" is not a positive integer"),
@@ -106,16 +104,8 @@ fn bad_settings_fall_back_with_a_warning() {
 /// sequential mode, so that the child starts no workers.
 #[test]
 fn a_thread_count_past_the_limit_is_cut() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-        .env("TLS_ENV_CHILD", "1")
-        .env("TLS_MODE", "sequential")
-        .env("TLS_THREADS", u64::MAX.to_string())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let count = u64::MAX.to_string();
+    let (_, stderr) = spawn_child(&[("TLS_MODE", "sequential"), ("TLS_THREADS", &count)]);
     let want = format!(
         "TLS_THREADS={} is more than a loop may use; using {}",
         u64::MAX,

@@ -175,9 +175,15 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
 #[cold]
 #[inline(never)]
 fn await_delayed_calls(cx: &EpochCx, load: &'static Location<'static>) {
-    if cx.raising.get() || std::thread::panicking() {
-        // A destructor run while the attempt unwinds: a rollback throws its work
-        // away, and the iteration's own panic ends it (waiting cannot unwind).
+    if cx.raising.get() {
+        // A destructor run while a rollback unwinds: its work is thrown away.
+        return;
+    }
+    if std::thread::panicking() {
+        // A destructor run while the iteration's own panic unwinds, which cannot
+        // wait (waiting may unwind). The attempt is then re-run homefree, where
+        // the call runs where it is made (`Shared::attempt`).
+        cx.unwound_past_call.set(Some(load));
         return;
     }
     if let Some(s) = cx.synced {
@@ -263,7 +269,17 @@ fn writes_in_place(cx: &EpochCx, h: &Header) -> bool {
     if h.origin.private_to(cx) || cx.published() {
         return true;
     }
-    if cx.homefree() && !cx.raising.get() && !nesting::nested() {
+    publish_if_homefree(cx)
+}
+
+/// Publishes what the epoch of `cx` did (it runs as plain code from then on) if it
+/// can: it is homefree, nothing unwinds (publishing may unwind itself: a violation
+/// by plain code, a delayed call's panic; and a destructor that read speculative
+/// data during a panic must be able to re-run its attempt), and no closure of this
+/// thread holds a location (publishing could wait for it). Returns whether it is
+/// published.
+pub(crate) fn publish_if_homefree(cx: &EpochCx) -> bool {
+    if cx.homefree() && !cx.raising.get() && !nesting::nested() && !std::thread::panicking() {
         publish_prefix(cx);
         return true;
     }
@@ -298,30 +314,23 @@ pub(crate) fn update<T: Clone, R>(
     site: &'static Location<'static>,
     f: impl FnOnce(&mut T) -> R,
 ) -> R {
-    match epoch::current() {
-        None => slot.update_committed(None, site, f),
-        Some(cx) if writes_in_place(cx, h) => {
-            let addr = slot as *const Slot<T> as usize;
-            cx.note(addr, false, site);
-            cx.note(addr, true, site);
-            slot.update_committed(Some(&cx.access()), site, f)
-        }
-        Some(cx) => {
-            if cx.loads_need_care() {
-                synchronize(cx, site);
-                if cx.published() {
-                    // Waiting for a delayed call published the epoch.
-                    let addr = slot as *const Slot<T> as usize;
-                    cx.note(addr, false, site);
-                    cx.note(addr, true, site);
-                    return slot.update_committed(Some(&cx.access()), site, f);
-                }
-            }
-            let a = cx.begin_access();
-            let addr = slot as *const Slot<T> as usize;
-            cx.note(addr, false, site);
-            cx.note(addr, true, site);
-            slot.update_spec(&a, site, f, || h.log(cx, &a, slot))
-        }
+    let Some(cx) = epoch::current() else {
+        return slot.update_committed(None, site, f);
+    };
+    let in_place = writes_in_place(cx, h)
+        || (cx.loads_need_care() && {
+            synchronize(cx, site);
+            // Waiting for a delayed call publishes the epoch.
+            cx.published()
+        });
+    let addr = slot as *const Slot<T> as usize;
+    if in_place {
+        cx.note(addr, false, site);
+        cx.note(addr, true, site);
+        return slot.update_committed(Some(&cx.access()), site, f);
     }
+    let a = cx.begin_access();
+    cx.note(addr, false, site);
+    cx.note(addr, true, site);
+    slot.update_spec(&a, site, f, || h.log(cx, &a, slot))
 }

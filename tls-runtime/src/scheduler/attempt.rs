@@ -159,10 +159,25 @@ where
         let seg = cx.segment.get() as usize;
         let Work { items, snaps, .. } = work;
         let (pos, state) = (snaps[seg].item, snaps[seg].state.clone());
+        cx.unwound_past_call.set(None);
+        // Homefree from the start, the attempt runs each delayed call where it is
+        // made (unless inside an access's closure: a corner left as it is).
+        let homefree = cx.homefree();
         let r = catch_unwind(AssertUnwindSafe(|| {
             self.run_from(cx, items, pos, state, snaps)
         }));
         cx.caught();
+        if let Some(load) = cx.unwound_past_call.take()
+            && !homefree
+            && !matches!(&r, Err(p) if p.is::<RollbackSignal>())
+        {
+            // A destructor read speculative data while a panic unwound, after a
+            // delayed call it could not wait for: what the attempt did may rest on
+            // a stale value. Re-run it homefree (the call then runs where it is
+            // made), whether the panic ended the body or the body caught it.
+            drop(r);
+            return Attempt::AwaitHomefree(AwaitHomefreeSignal::DelayedCall(load));
+        }
         match r {
             Ok(control) => Attempt::Finished(control),
             Err(p) if p.is::<RollbackSignal>() => Attempt::Rollback,
