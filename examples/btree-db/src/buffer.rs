@@ -156,20 +156,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl BufferPool {
-    pub(crate) fn new(pager: Pager, wal: Arc<Wal>, frames: usize, sync_log: bool) -> BufferPool {
+    /// A pool of `frames` frames over `pager`; `None` if their memory cannot be
+    /// had.
+    pub(crate) fn new(
+        pager: Pager,
+        wal: Arc<Wal>,
+        frames: usize,
+        sync_log: bool,
+    ) -> Option<BufferPool> {
         let ps = pager.page_size();
-        let frames: Box<[Frame]> = (0..frames)
-            .map(|_| Frame {
-                data: FrameData::new(ps),
+        let mut all = Vec::new();
+        all.try_reserve_exact(frames).ok()?;
+        for _ in 0..frames {
+            all.push(Frame {
+                data: FrameData::try_new(ps)?,
                 page: AtomicU32::new(NO_PAGE),
                 pins: AtomicU32::new(0),
                 dirty: AtomicBool::new(false),
                 referenced: AtomicBool::new(false),
                 hits: AtomicU64::new(0),
-            })
-            .collect();
+            });
+        }
+        let frames = all.into_boxed_slice();
         let n = frames.len();
-        BufferPool {
+        Some(BufferPool {
             pager,
             wal,
             table: PageTable::new(MAX_PAGES),
@@ -181,7 +191,7 @@ impl BufferPool {
             frames,
             probation_target: (n / 4).max(1),
             sync_log,
-        }
+        })
     }
 
     pub(crate) fn pager(&self) -> &Pager {

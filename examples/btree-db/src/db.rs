@@ -99,9 +99,11 @@ impl Database {
             )));
         }
         if !is_there(&path) {
+            check_pool_fits(options.pool_pages, options.page_size)?;
             create_file(&path, &options)?;
         }
         let (pager, header) = Pager::open(&path)?;
+        check_pool_fits(options.pool_pages, pager.page_size())?;
         // The segment size numbers the log's files: an existing database keeps
         // its own (one opened with another read "a log segment file is missing").
         let log_segment_bytes = match header.log_segment_bytes {
@@ -116,7 +118,8 @@ impl Database {
             wal.clone(),
             options.pool_pages,
             options.sync != SyncMode::Off,
-        );
+        )
+        .ok_or_else(|| pool_too_large(options.pool_pages, ps))?;
         let db = Database {
             store: Store::new(pool, wal),
             locks: LockManager::new(options.lock_timeout),
@@ -402,6 +405,41 @@ impl Database {
     }
 }
 
+/// Refuses a buffer pool of `pages` pages of `page_size` bytes larger than the
+/// machine's memory, where that is known (Linux): the frames are allocated up
+/// front, and past memory the process would be killed, or abort, at open.
+fn check_pool_fits(pages: usize, page_size: usize) -> Result<()> {
+    let bytes = (pages as u64).saturating_mul(page_size as u64);
+    match physical_memory() {
+        Some(memory) if bytes > memory => Err(pool_too_large(pages, page_size)),
+        _ => Ok(()),
+    }
+}
+
+fn pool_too_large(pages: usize, page_size: usize) -> Error {
+    let gib = (pages as f64) * (page_size as f64) / f64::from(1u32 << 30);
+    let memory = physical_memory()
+        .map(|m| {
+            format!(
+                " (the machine has {:.1} GiB)",
+                m as f64 / f64::from(1u32 << 30)
+            )
+        })
+        .unwrap_or_default();
+    Error::InvalidOptions(format!(
+        "pool_pages {pages} of {page_size} bytes need {gib:.1} GiB of memory, more than \
+         this process can have{memory}"
+    ))
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`), if known.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Whether anything is at `path`, a symbolic link whose target is missing
 /// included: a link to a database on a volume that is not mounted is not a
 /// new database (creating one deleted the real one's log files and replaced
@@ -433,7 +471,8 @@ fn create_file(path: &Path, options: &Options) -> Result<()> {
     let mut tmp = path.as_os_str().to_os_string();
     tmp.push(".creating");
     let tmp = std::path::PathBuf::from(tmp);
-    {
+    // A file not built whole (a full disk) is removed: nothing half-made is left.
+    let built = (|| -> Result<()> {
         let header = FileHeader {
             page_size: options.page_size as u32,
             checkpoint_lsn: FIRST_LSN,
@@ -448,6 +487,11 @@ fn create_file(path: &Path, options: &Options) -> Result<()> {
             pager.write_page(id, buf.as_bytes())?;
         }
         pager.sync()?;
+        Ok(())
+    })();
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     std::fs::rename(&tmp, path)?;
     // The rename itself durable before anything is logged for the new file.

@@ -41,12 +41,22 @@ pub(crate) struct FrameData {
 }
 
 impl FrameData {
+    #[cfg(test)]
     pub(crate) fn new(page_size: usize) -> FrameData {
-        FrameData {
+        FrameData::try_new(page_size).expect("memory for a test frame")
+    }
+
+    /// A zeroed frame of `page_size` bytes; `None` if the memory cannot be had
+    /// (a pool the process cannot hold is an error, not an abort).
+    pub(crate) fn try_new(page_size: usize) -> Option<FrameData> {
+        let mut words = Vec::new();
+        words.try_reserve_exact(page_size / 8).ok()?;
+        words.extend((0..page_size / 8).map(|_| AtomicU64::new(0)));
+        Some(FrameData {
             latch: RwLock::new(()),
             version: AtomicU64::new(0),
-            words: (0..page_size / 8).map(|_| AtomicU64::new(0)).collect(),
-        }
+            words: words.into_boxed_slice(),
+        })
     }
 
     /// Takes the shared latch.

@@ -158,22 +158,61 @@ fn a_lock_timeout_past_the_clock_waits() {
     assert_eq!(r.get(t, b"x").unwrap().as_deref(), Some(&b"b"[..]));
 }
 
-/// Options no machine can meet are `InvalidOptions`, not a panic.
+/// Options no machine can meet are `InvalidOptions`, not a panic, and leave no file:
+/// past the largest database (a panic, "capacity overflow"), and within it but past
+/// the machine's memory (2^26 pages of 32 KiB, 2 TiB: the process aborted when
+/// allocation failed, or under overcommit was killed).
 #[test]
 fn a_pool_larger_than_memory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    for pool_pages in [usize::MAX, usize::MAX / 2, 1 << 40] {
+    let path = dir.path().join("t.db");
+    for (pool_pages, page_size) in [
+        (usize::MAX, 4096),
+        (usize::MAX / 2, 4096),
+        (1 << 40, 4096),
+        (1 << 26, 32768),
+    ] {
         let options = Options {
             pool_pages,
+            page_size,
             ..opts()
         };
-        let r = Database::open(dir.path().join("t.db"), options);
+        let r = Database::open(&path, options);
         assert!(
             matches!(r, Err(Error::InvalidOptions(_))),
             "pool_pages {pool_pages}: {:?}",
             r.map(|_| ())
         );
+        assert!(
+            files(dir.path()).is_empty(),
+            "{:?}",
+            files(dir.path()).keys()
+        );
     }
+    // An existing file's own page size counts (4 KiB here): a pool that would fit
+    // in memory with the option's 512-byte pages does not with the file's.
+    drop(Database::open(&path, opts()).unwrap());
+    let Some(memory) = physical_memory() else {
+        return;
+    };
+    let options = Options {
+        pool_pages: (memory / 1024) as usize,
+        page_size: 512,
+        ..opts()
+    };
+    let r = Database::open(&path, options);
+    assert!(
+        matches!(r, Err(Error::InvalidOptions(_))),
+        "{:?}",
+        r.map(|_| ())
+    );
+}
+
+/// `MemTotal` of `/proc/meminfo` in bytes.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 /// Threads opening one new path at once: one opens it, the others get `InUse`. The
@@ -324,4 +363,27 @@ fn a_dangling_link_is_not_a_new_database() {
     let db = Database::open(&link, opts()).unwrap();
     assert_eq!(rows(&db).len(), 1);
     assert!(Database::open("", opts()).is_err(), "an empty path");
+}
+
+/// A first open on a full disk fails and leaves nothing behind: the file being built
+/// (`<path>.creating`, here a link to `/dev/full`, where every write fails with "no
+/// space left") is removed; it stayed, and with it the half-made file.
+#[test]
+fn a_first_open_on_a_full_disk_leaves_nothing() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    std::os::unix::fs::symlink("/dev/full", dir.path().join("t.db.creating")).unwrap();
+    let r = Database::open(&path, opts());
+    assert!(matches!(r, Err(Error::Io(_))), "{:?}", r.map(|_| ()));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The next open, with space, makes the database.
+    drop(Database::open(&path, opts()).unwrap());
+    assert!(path.is_file());
 }
