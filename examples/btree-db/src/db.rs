@@ -102,14 +102,19 @@ impl Database {
             check_pool_fits(options.pool_pages, options.page_size)?;
             create_file(&path, &options)?;
         }
-        let (pager, header) = Pager::open(&path)?;
+        let (pager, mut header) = Pager::open(&path)?;
         check_pool_fits(options.pool_pages, pager.page_size())?;
         // The segment size numbers the log's files: an existing database keeps
         // its own (one opened with another read "a log segment file is missing").
-        let log_segment_bytes = match header.log_segment_bytes {
-            0 => options.log_segment_bytes,
-            recorded => recorded,
-        };
+        if header.log_segment_bytes == 0 {
+            // A version 2 file: the size its log files show, recorded before
+            // recovery appends anything in that numbering. Recorded later (at
+            // open's checkpoint), an open with another size killed between its
+            // first append and the checkpoint left a log that no size read.
+            header.log_segment_bytes = Wal::segment_bytes_shown(&path, options.log_segment_bytes)?;
+            pager.write_header(&header)?;
+        }
+        let log_segment_bytes = header.log_segment_bytes;
         let ps = pager.page_size();
         let wal = Arc::new(Wal::new(&path, log_segment_bytes, header.log_start));
         wal.set_fpw_threshold(header.checkpoint_lsn);

@@ -40,9 +40,10 @@ pub struct Options {
     pub checkpoint_log_bytes: u64,
     /// Size of one log segment file (at least 64 KiB) when creating a file:
     /// an existing database keeps its own, recorded in its header (a file
-    /// written before that was recorded takes this option, and records it at
-    /// its next checkpoint). Checkpoints delete whole segments that recovery
-    /// no longer needs. Default 64 MiB.
+    /// written before that was recorded takes the size its log files show, or
+    /// this option where one segment file shows only a lower bound, and
+    /// records it when opened). Checkpoints delete whole segments that
+    /// recovery no longer needs. Default 64 MiB.
     pub log_segment_bytes: u64,
 }
 

@@ -18,8 +18,8 @@ const MAGIC: [u8; 8] = *b"BTREE-DB";
 /// Version 3: the header records the log's segment size.
 pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The oldest version this build reads: a version 2 header names no segment size
-/// (the caller's option is taken) and is rewritten as version 3 at the next
-/// checkpoint.
+/// (the one the log files show is taken, see `Wal::segment_bytes_shown`) and is
+/// rewritten as version 3, recording it, when opened.
 const OLDEST_VERSION: u32 = 2;
 const COPY_OFFSETS: [u64; 2] = [0, 256];
 const HEADER_LEN: usize = 56;

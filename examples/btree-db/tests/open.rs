@@ -387,3 +387,87 @@ fn a_first_open_on_a_full_disk_leaves_nothing() {
     drop(Database::open(&path, opts()).unwrap());
     assert!(path.is_file());
 }
+
+/// Rewrites both header copies of the file at `path` in the version 2 layout (no
+/// segment size): version at 8..12, CRC-32 of 0..40 at 40..44.
+fn downgrade_to_version_2(path: &Path) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    for off in [0u64, 256] {
+        let mut b = [0u8; 56];
+        f.read_exact_at(&mut b, off).unwrap();
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&b[0..40]);
+        b[40..44].copy_from_slice(&crc.to_le_bytes());
+        b[44..].fill(0);
+        f.write_all_at(&b, off).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+/// Commits `rows` rows of 500 bytes to table `t` of a database made at `path` with
+/// `segment` bytes per log segment, then crashes; returns the rows.
+fn crashed_with_rows(path: &Path, segment: u64, rows: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = Database::open(
+        path,
+        Options {
+            log_segment_bytes: segment,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut committed = BTreeMap::new();
+    let mut tx = db.begin();
+    for i in 0..rows {
+        tx.put(t, &i.to_be_bytes(), &[7; 500]).unwrap();
+        committed.insert(i.to_be_bytes().to_vec(), vec![7; 500]);
+    }
+    tx.commit().unwrap();
+    db.simulate_crash_on_drop();
+    committed
+}
+
+/// A file from before the header recorded the segment size (version 2) takes the
+/// size its log files show, whatever the option says. It took the option: a log of
+/// several 64 KiB segments opened with 1 MiB read as damaged; and a log of one
+/// segment longer than the option, opened with it and killed before open's
+/// checkpoint rewrote the header, had appended in the option's numbering and read
+/// as damaged with every size ("a log segment file is short", 6 kills in 80).
+#[test]
+fn a_version_2_file_takes_the_segment_size_its_log_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |log_segment_bytes| Options {
+        log_segment_bytes,
+        ..opts()
+    };
+    // Several segments.
+    let path = dir.path().join("many.db");
+    let committed = crashed_with_rows(&path, 64 << 10, 400);
+    downgrade_to_version_2(&path);
+    let db = Database::open(&path, with(1 << 20)).unwrap();
+    assert_eq!(rows(&db), committed);
+    drop(db);
+    let db = Database::open(&path, with(128 << 10)).unwrap();
+    assert_eq!(rows(&db), committed);
+    drop(db);
+    // One segment longer than the option, and the empty next segment that a killed
+    // open appending in the option's numbering left.
+    let path = dir.path().join("one.db");
+    let committed = crashed_with_rows(&path, 1 << 20, 150);
+    downgrade_to_version_2(&path);
+    let seg0 = std::fs::metadata(dir.path().join("one.db.wal.00000000"))
+        .unwrap()
+        .len();
+    assert!(seg0 > 64 << 10, "{seg0}");
+    std::fs::write(dir.path().join("one.db.wal.00000001"), b"").unwrap();
+    for seg in [64u64 << 10, 1 << 20, 64 << 20] {
+        let db = Database::open(&path, with(seg)).unwrap();
+        assert_eq!(rows(&db), committed, "opened with {seg}");
+        db.simulate_crash_on_drop();
+    }
+}

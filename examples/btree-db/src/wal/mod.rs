@@ -140,6 +140,34 @@ impl Wal {
         Ok(segs)
     }
 
+    /// The segment size the log files of the database at `db_path` show, for a
+    /// file that does not record it (format version 2), given the caller's
+    /// `option`. Every segment but the last is full, so with two or more their
+    /// size is the first one's length (the option does not matter: opened with
+    /// another size, the log read as damaged); with one, any size from its length
+    /// up reads it, and the option is kept unless the file is longer.
+    pub(crate) fn segment_bytes_shown(db_path: &Path, option: u64) -> Result<u64> {
+        let log = Wal::new(db_path, option, FIRST_LSN);
+        let mut lengths = Vec::new();
+        for seg in log.segments()? {
+            lengths.push(std::fs::metadata(log.seg_path(seg))?.len());
+        }
+        match lengths.split_last() {
+            None => Ok(option),
+            Some((&last, [])) => Ok(option.max(last)),
+            Some((&last, full)) => {
+                let size = full[0];
+                if size == 0 || full.iter().any(|&l| l != size) || last > size {
+                    return Err(Error::LogDamaged {
+                        lsn: 0,
+                        reason: "the log's segment files differ in size",
+                    });
+                }
+                Ok(size)
+            }
+        }
+    }
+
     /// The LSN the next record will get.
     pub(crate) fn next_lsn(&self) -> u64 {
         lock(&self.state).next_lsn
