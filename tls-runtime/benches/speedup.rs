@@ -199,23 +199,34 @@ fn conflict_10pct(per_epoch: Duration, epochs: usize, reps: usize) {
             shared.set(s.wrapping_add(x));
         }
     };
+    println!(
+        "10% of iterations conflict, {:?} per iteration: tls {:.2}x of the plain loop",
+        per_epoch,
+        plain_over_tls(reps, epochs, || site, body)
+    );
+}
+
+/// Plain-loop time over speculative-loop time for `body` over `0..epochs`, the loop
+/// run at the site `site()` gives each time.
+fn plain_over_tls(
+    reps: usize,
+    epochs: usize,
+    site: impl Fn() -> &'static LoopSite,
+    body: impl Fn(usize) + Sync,
+) -> f64 {
     let t = measure(
         reps,
-        &mut [&mut || (0..epochs).for_each(body), &mut || {
+        &mut [&mut || (0..epochs).for_each(&body), &mut || {
             Loop::new()
                 .threads(threads())
-                .site(site)
+                .site(site())
                 .run(0..epochs, |i| {
                     body(i);
                     Control::<()>::Continue
                 });
         }],
     );
-    println!(
-        "10% of iterations conflict, {:?} per iteration: tls {:.2}x of the plain loop",
-        per_epoch,
-        t[0].as_secs_f64() / t[1].as_secs_f64()
-    );
+    t[0].as_secs_f64() / t[1].as_secs_f64()
 }
 
 /// Every iteration reads shared data and ends with an `on_commit` call that changes
@@ -232,24 +243,12 @@ fn delayed_calls(per_epoch: Duration, epochs: usize, reps: usize) {
         let count = count.clone();
         tls_runtime::on_commit(move || count.update(|c| *c += 1));
     };
-    let t = measure(
-        reps,
-        &mut [&mut || (0..epochs).for_each(body), &mut || {
-            // A new site each time: the first run is the one that chose badly.
-            let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
-            Loop::new()
-                .threads(threads())
-                .site(site)
-                .run(0..epochs, |i| {
-                    body(i);
-                    Control::<()>::Continue
-                });
-        }],
-    );
+    // A new site each time: the first run is the one that chose badly.
+    let new_site = || -> &'static LoopSite { Box::leak(Box::new(LoopSite::new())) };
     println!(
         "an on_commit call changing shared data in every iteration, {:?} per iteration, a site's first run: tls {:.2}x of the plain loop",
         per_epoch,
-        t[0].as_secs_f64() / t[1].as_secs_f64()
+        plain_over_tls(reps, epochs, new_site, body)
     );
 }
 
