@@ -300,7 +300,8 @@ impl EpochCx {
         let w = self.watermark().load(Ordering::Acquire);
         self.watermark_cache.set(w);
         if self.ring().slot(self.index).pending(Ordering::Acquire) != NOT_VIOLATED {
-            self.raise(RollbackSignal);
+            self.raise_violation();
+            return;
         }
         if w == self.index {
             self.homefree.set(true);
@@ -453,6 +454,19 @@ impl EpochCx {
             crate::inject::maybe_violate(self);
             self.refresh();
         } else if self.ring().slot(self.index).pending(Ordering::Relaxed) != NOT_VIOLATED {
+            self.raise_violation();
+        }
+    }
+
+    /// Rolls the epoch back for the violation recorded in its slot, unless a panic
+    /// unwinds this thread: a `Drop` of the body's that touches speculative data
+    /// while the iteration's own panic unwinds (one the stale data caused, or a real
+    /// one) would abort the process by unwinding again. Then the access goes on, and
+    /// the violation stays recorded: the attempt is thrown away and re-run when its
+    /// runner has caught the panic (`Shared::settle`).
+    #[cold]
+    fn raise_violation(&self) {
+        if !std::thread::panicking() {
             self.raise(RollbackSignal);
         }
     }

@@ -147,7 +147,15 @@ pub fn escape_checked<R>(
     if let Some(cx) = epoch::current() {
         let _ = cx.begin_access();
         if !cx.homefree() && !args_ok() {
-            cx.raise(AwaitHomefreeSignal::ArgumentCheck);
+            if !std::thread::panicking() {
+                cx.raise(AwaitHomefreeSignal::ArgumentCheck);
+            }
+            // A `Drop` of the body's while the iteration's panic unwinds: unwinding
+            // again would abort the process, so wait in place; violated, the attempt
+            // is thrown away and the call is not made.
+            if !crate::homefree::wait_in_place(cx) {
+                return crate::homefree::skipped("`escape_checked`");
+            }
         }
     }
     escape(lock, f)

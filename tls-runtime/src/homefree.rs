@@ -70,14 +70,14 @@ pub fn when_homefree<R>(f: impl FnOnce() -> R) -> R {
             // A `Drop` of the body's, run while a rollback or squash unwinds the
             // iteration: its work belongs to an attempt being thrown away (the
             // re-run, if any, calls it again), so `f` must not run.
-            return skipped();
+            return skipped(WHEN_HOMEFREE);
         }
         if std::thread::panicking() {
             // A `Drop` of the body's, run while the iteration's own panic unwinds:
             // the panic is the sequential program's only if the epoch becomes
             // homefree unviolated; waiting cannot unwind again, so wait in place.
             if !wait_in_place(cx) {
-                return skipped();
+                return skipped(WHEN_HOMEFREE);
             }
         } else {
             let _ = cx.begin_access();
@@ -92,7 +92,7 @@ pub fn when_homefree<R>(f: impl FnOnce() -> R) -> R {
 
 /// Waits until the epoch of `cx` is homefree (`true`) or violated (`false`), without
 /// unwinding.
-fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
+pub(crate) fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
     let mut spins = 0u32;
     loop {
         match cx.settled() {
@@ -102,22 +102,25 @@ fn wait_in_place(cx: &crate::epoch::EpochCx) -> bool {
     }
 }
 
-/// The result of a call skipped because it was made from a destructor of an attempt
-/// being thrown away: nothing, for a call that returns `()`. A call that returns a
-/// value has none to give, and unwinding cannot be stopped from a destructor (a
-/// panic now would abort anyway): say why, and stop.
+/// How [`skipped`] names `when_homefree` and `scope`.
+const WHEN_HOMEFREE: &str = "`when_homefree` (or `tls_runtime::scope`)";
+
+/// The result of a call (`what`) skipped because it was made from a destructor of an
+/// attempt being thrown away: nothing, for a call that returns `()`. A call that
+/// returns a value has none to give, and unwinding cannot be stopped from a destructor
+/// (a panic now would abort anyway): say why, and stop.
 #[cold]
-fn skipped<R>() -> R {
+pub(crate) fn skipped<R>(what: &str) -> R {
     if core::any::type_name::<R>() == "()" && core::mem::size_of::<R>() == 0 {
         // SAFETY: `R` is `()`, whose only value has no bytes.
         return unsafe { core::mem::transmute_copy::<(), R>(&()) };
     }
     eprintln!(
-        "tls-runtime: `when_homefree` (or `tls_runtime::scope`) returning a value was called \
-         from a destructor while an iteration was being rolled back: its work would run for \
-         an attempt that is thrown away, and there is no value to return instead. Call it \
-         in the loop body, or return `()` from it (such a call is skipped there, and made \
-         when the iteration runs again). Aborting."
+        "tls-runtime: {what} returning a value was called from a destructor while an \
+         iteration was being rolled back: its work would run for an attempt that is thrown \
+         away, and there is no value to return instead. Call it in the loop body, or return \
+         `()` from it (such a call is skipped there, and made when the iteration runs \
+         again). Aborting."
     );
     std::process::abort()
 }

@@ -486,10 +486,19 @@ impl Segments<'_> {
     /// A; return Step::Checkpoint(__TlsSegment::S1((carry(local),)));
     /// B; Step::Done(Control::Continue)
     /// ```
+    ///
+    /// The step is bound by a `let` that allows unreachable code: after a body (or
+    /// segment) that ends in `return`, `break` or a panic, the plain loop has nothing
+    /// unreachable, and a `-D warnings` build must not fail on what the macro adds.
+    /// Unreachable code of the user's own still comes first and is still reported.
     fn exit(&self, k: usize) -> TokenStream {
         let rt = rt();
         if !self.ends_at_checkpoint(k) {
-            return quote!(#rt::Step::Done(#rt::Control::Continue));
+            return quote! {
+                #[allow(unreachable_code)]
+                let __tls_step = #rt::Step::Done(#rt::Control::Continue);
+                __tls_step
+            };
         }
         let next = format_ident!("S{}", k + 1);
         let carry = self.carried[k].iter().map(|b| {
@@ -497,6 +506,10 @@ impl Segments<'_> {
             let rt = rt_at(ident.span());
             quote_spanned!(ident.span()=> #rt::carry(#ident))
         });
-        quote!(return #rt::Step::Checkpoint(__TlsSegment::#next((#(#carry,)*)));)
+        quote! {
+            #[allow(unreachable_code)]
+            let __tls_step = #rt::Step::Checkpoint(__TlsSegment::#next((#(#carry,)*)));
+            return __tls_step;
+        }
     }
 }

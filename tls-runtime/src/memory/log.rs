@@ -207,6 +207,12 @@ pub(crate) fn publish_prefix(cx: &EpochCx) {
         CommitOutcome::Committed => cx.set_published(),
         CommitOutcome::Violated { target, cause } => {
             cx.ring().rearm(cx.tag, target, cause);
+            if std::thread::panicking() {
+                // A `Drop` of the body's while the iteration's panic unwinds
+                // (`when_homefree`): unwinding again would abort the process. The
+                // epoch stays unpublished and violated; its runner re-runs it.
+                return;
+            }
             cx.raise(crate::epoch::RollbackSignal)
         }
         CommitOutcome::ActionPanicked(p) => {

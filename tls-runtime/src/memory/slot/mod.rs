@@ -101,6 +101,9 @@ impl<T> Slot<T> {
             && let Some(cx) = epoch::current()
             && !cx.homefree()
             && !cx.raising.get()
+            // Nor while a panic unwinds (a `Drop` of the body's): unwinding again
+            // would abort the process; the access waits for the holder instead.
+            && !std::thread::panicking()
         {
             // A speculative epoch waiting here holds another location's lock: give way
             // after a short while rather than risk waiting on a thread that waits on
