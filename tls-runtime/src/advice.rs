@@ -128,19 +128,23 @@ pub(crate) fn advise(
             AdviceKind::TrueDependence,
             format!(
                 "iterations now and then read and write the same location at {load} (few \
-                 epochs were violated there): those iterations depend on each other, and \
-                 re-running the later one is what it costs; no annotation removes it, and \
-                 it is cheap while it stays rare"
+                 epochs were violated there): where an iteration uses the value it reads \
+                 (an account's balance), those iterations depend on each other, re-running \
+                 the later one is what it costs, and it is cheap while it stays rare; where \
+                 the loop only adds to it and uses it after it ends (a histogram's counts), \
+                 an accumulation on a variable outside the loop (`counts[b] += 1` in the \
+                 `#[tls_loop]` body) removes it"
             ),
         )
     } else if store == load {
         (
             AdviceKind::Accumulate,
             format!(
-                "every epoch reads and writes one location at {load} (a running total, a \
-                 counter): if the loop uses its value only after it ends, make it an \
-                 accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
-                 without violations"
+                "epochs read and write the same location at {load} (a running total, a \
+                 counter, a histogram's bucket): if the loop uses its value only after it \
+                 ends, make it an accumulation (`total += x`, `counts[b] += 1` on a variable \
+                 outside the loop, in the `#[tls_loop]` body), applied at commit without \
+                 violations"
             ),
         )
     } else if let Some(share) = load_share.filter(|&s| s >= LATE_LOAD) {

@@ -438,15 +438,20 @@ impl ThreadStats {
             .then(|| self.accesses as f64 / self.epochs as f64)
             .filter(|&n| n >= 8.0);
         // A dependence that violated under one speculative epoch in five is
-        // iterations that meet now and then, not a location every epoch updates.
+        // iterations that meet now and then, not a location every epoch updates. An
+        // epoch that waited at the load (synchronized) would have been violated there:
+        // it counts as one (a histogram's buckets, violated under most epochs at
+        // first, then synchronized, looked rare).
         let speculative = self.epochs.saturating_sub(self.in_order_epochs).max(1);
+        let synced = &self.synced;
         let mut dependences: Vec<Dependence> = self
             .deps
             .into_iter()
             .map(|((store, load), d)| {
                 let load_access = (d.load_access_sum / d.count.max(1)) as u32;
                 let share = per_epoch.map(|n| f64::from(load_access) / n);
-                let rare = d.count * 5 < speculative;
+                let waits = synced.get(&load).map_or(0, |s| s.waits);
+                let rare = (d.count + waits) * 5 < speculative;
                 Dependence {
                     store,
                     load,
