@@ -205,6 +205,10 @@ pub(crate) enum AwaitHomefreeSignal {
     /// A speculative load came after an `on_commit` call the epoch had not run, and
     /// the epoch could not wait there for long enough.
     DelayedCall(&'static Location<'static>),
+    /// The loop body caught the runtime's own signal (a rollback's unwinding) with
+    /// `catch_unwind` and went on: what the attempt did after it is not the
+    /// iteration's.
+    CaughtByBody,
 }
 
 impl AwaitHomefreeSignal {
@@ -222,6 +226,9 @@ impl AwaitHomefreeSignal {
                 "load {} after an `on_commit` call not yet run",
                 crate::report::SourceLocation(load)
             ),
+            AwaitHomefreeSignal::CaughtByBody => {
+                "the body caught a rollback with catch_unwind".into()
+            }
         };
         format!("re-run once homefree: {why}")
     }

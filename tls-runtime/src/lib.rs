@@ -92,8 +92,10 @@
 //!
 //! Items must be `Clone` and the state carried across a checkpoint `Clone + Send`: an
 //! epoch re-runs from a copy, possibly on another thread. Rollback unwinds the epoch's
-//! stack, so the crate needs `panic = "unwind"` (the default), and loop bodies must not
-//! swallow panics with `catch_unwind`.
+//! stack, so the crate needs `panic = "unwind"` (the default). A body that catches
+//! panics with `catch_unwind` and so stops a rollback's unwinding gets its attempt
+//! re-run once every earlier iteration has committed (see the book's guarantees
+//! chapter).
 //!
 //! **Containers made inside an iteration** behave as in the sequential loop: an epoch
 //! may create a `Spec` or `SpecVec`, write it, run a loop over it, consume it with

@@ -166,7 +166,19 @@ where
         let r = catch_unwind(AssertUnwindSafe(|| {
             self.run_from(cx, items, pos, state, snaps)
         }));
+        // A signal the runtime raised that did not reach here: the body caught it
+        // (`catch_unwind` around its own code) and went on, with the accesses after
+        // it unchecked (and a `Drop` it ran skipping its work, as for a rollback).
+        // Nothing of the attempt can be kept; re-run it homefree, where no earlier
+        // epoch can violate it.
+        let swallowed = cx.raising.get()
+            && !matches!(&r, Err(p) if p.is::<RollbackSignal>() || p.is::<AwaitHomefreeSignal>());
         cx.caught();
+        if swallowed {
+            drop(r);
+            cx.unwound_past_call.set(None);
+            return Attempt::AwaitHomefree(AwaitHomefreeSignal::CaughtByBody);
+        }
         if let Some(load) = cx.unwound_past_call.take()
             && !homefree
             && !matches!(&r, Err(p) if p.is::<RollbackSignal>())
