@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run; `-- 10%`
 //! or another word for only the loops whose name has it: `no-conflict`, `1us`, `chain`,
-//! `conflict 10%`, `delayed call`, `access`);
+//! `conflict 10%`, `delayed call`, `accumulation`, `access`);
 //! `BENCH_THREADS=N` runs the loops (ours and rayon's) on N threads instead of 2.
 
 use rayon::prelude::*;
@@ -252,6 +252,61 @@ fn delayed_calls(per_epoch: Duration, epochs: usize, reps: usize) {
     );
 }
 
+/// Every iteration adds its result to a total outside the loop (an accumulation,
+/// applied at commit) or writes it to a tracked vector, side by side: what an
+/// accumulation costs against a tracked write.
+fn accumulations(per_epoch: Duration, epochs: usize, reps: usize) {
+    let iters = calibrate(per_epoch);
+    let out = SpecVec::from(vec![0u64; epochs]);
+    let site = || -> &'static LoopSite { Box::leak(Box::new(LoopSite::new())) };
+    let (accumulating, writing) = (site(), site());
+    let t = measure(
+        reps,
+        &mut [
+            &mut || {
+                let mut total = 0u64;
+                for i in 0..epochs {
+                    total += work(iters, i as u64) % 1000;
+                }
+                black_box(total);
+            },
+            &mut || {
+                let mut total = 0u64;
+                {
+                    // SAFETY: the accumulator is dropped before `total` is read,
+                    // after the loop.
+                    let acc = unsafe { tls_runtime::Accumulator::new(&mut total) };
+                    Loop::new()
+                        .threads(threads())
+                        .site(accumulating)
+                        .run(0..epochs, |i| {
+                            let w = work(iters, i as u64) % 1000;
+                            acc.record(move |t| *t += w);
+                            Control::<()>::Continue
+                        });
+                }
+                black_box(total);
+            },
+            &mut || {
+                Loop::new()
+                    .threads(threads())
+                    .site(writing)
+                    .run(0..epochs, |i| {
+                        out.set(i, work(iters, i as u64) % 1000);
+                        Control::<()>::Continue
+                    });
+            },
+        ],
+    );
+    println!(
+        "one result per iteration, {:?} per iteration: accumulated (`total += x`) tls {:.2}x, \
+         written to a SpecVec tls {:.2}x of the plain loop",
+        per_epoch,
+        t[0].as_secs_f64() / t[1].as_secs_f64(),
+        t[0].as_secs_f64() / t[2].as_secs_f64()
+    );
+}
+
 #[inline(never)]
 fn read_cell(cell: &Spec<u64>, n: usize) -> u64 {
     let mut s = 0u64;
@@ -421,6 +476,12 @@ fn main() {
     }
     if wanted("delayed call 2us") {
         delayed_calls(Duration::from_micros(2), 10000 / scale, reps);
+    }
+    if wanted("accumulation 300ns") {
+        accumulations(Duration::from_nanos(300), 40000 / scale, reps);
+    }
+    if wanted("accumulation 2us") {
+        accumulations(Duration::from_micros(2), 10000 / scale, reps);
     }
     if wanted("access costs") {
         access_costs(100_000);
