@@ -7,13 +7,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use tls_runtime::{Control, Loop, Spec, SpecVec, inject_violations, when_homefree};
 
-fn spin(n: u64) -> u64 {
-    let mut x = n;
-    for i in 0..n * 400 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
+mod common;
+use common::spin;
 
 /// Every iteration reads the running total and writes it back, inside `catch_unwind`,
 /// with violations injected at one access in four, and notes what it saw through
@@ -23,12 +18,7 @@ fn spin(n: u64) -> u64 {
 /// plain loop skips them.
 #[test]
 fn a_body_catching_panics_keeps_the_sequential_result() {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !info.to_string().contains("bad item") {
-            hook(info);
-        }
-    }));
+    common::quiet_panics_marked("bad item");
     const N: usize = 120;
     let run = |threads: Option<usize>| {
         let total = Spec::new(0u64);

@@ -4,14 +4,8 @@
 use std::sync::Arc;
 use tls_runtime::{Control, Loop, SpecVec, on_commit};
 
-/// About `n` microseconds of work, so that epochs overlap.
-fn spin(n: u64) -> u64 {
-    let mut x = n;
-    for i in 0..n * 400 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
+mod common;
+use common::spin;
 
 const N: usize = 64;
 
@@ -132,13 +126,7 @@ fn guards(speculative: Option<usize>, bad: usize, catch: bool) -> (Vec<u64>, boo
 /// and goes on.
 #[test]
 fn a_destructor_unwinding_a_panic_sees_what_the_delayed_call_wrote() {
-    // Quiet about the iterations' own panics, not about the test's.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !info.to_string().contains("fails") {
-            hook(info);
-        }
-    }));
+    common::quiet_panics_marked("fails");
     for catch in [false, true] {
         let want = guards(None, 41, catch);
         assert_eq!(want.1, !catch);

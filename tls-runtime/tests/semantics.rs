@@ -8,16 +8,10 @@ use tls_runtime::{
     escape_checked, on_commit, on_violation,
 };
 
-const THREADS: [usize; 3] = [1, 2, 4];
+mod common;
+use common::spin;
 
-/// About `n` microseconds of work, so that epochs overlap.
-fn spin(n: u64) -> u64 {
-    let mut x = n;
-    for i in 0..n * 400 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
+const THREADS: [usize; 3] = [1, 2, 4];
 
 #[test]
 fn dependence_chain_gives_the_sequential_result() {

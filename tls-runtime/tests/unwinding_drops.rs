@@ -7,14 +7,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use tls_runtime::{Loop, Spec, SpecVec};
 
-/// About `n` microseconds of work.
-fn spin(n: u64) -> u64 {
-    let mut x = n;
-    for i in 0..n * 400 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
+mod common;
+use common::spin;
 
 /// Counts the iterations of its bucket when dropped, as an exit guard would.
 struct CountOnExit<'a>(&'a SpecVec<u64>, usize);
@@ -25,23 +19,12 @@ impl Drop for CountOnExit<'_> {
     }
 }
 
-/// Quiet about the iterations' own panics, not about the test's.
-fn quiet_iteration_panics() {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let m = info.to_string();
-        if !m.contains("stale total") && !m.contains("boom at") {
-            hook(info);
-        }
-    }));
-}
-
 /// Every seventh iteration checks the running total against the sum of the items
 /// before it: the plain loop never panics, an iteration that read a stale total does
 /// (a panic of stale data, never seen), and its guard writes while that unwinds.
 #[test]
 fn a_panic_of_stale_data_with_a_guard_writing_is_never_seen() {
-    quiet_iteration_panics();
+    common::quiet_panics_marked("stale total");
     const N: usize = 300;
     let sevenths = (0..N as u64).filter(|k| k % 7 == 0).sum::<u64>();
     for threads in [2, 4, 8] {
@@ -73,7 +56,7 @@ fn a_panic_of_stale_data_with_a_guard_writing_is_never_seen() {
 /// to and including that iteration.
 #[test]
 fn a_real_panic_with_guards_writing_ends_the_loop_as_the_plain_loop_does() {
-    quiet_iteration_panics();
+    common::quiet_panics_marked("boom at");
     for threads in [2, 4, 8] {
         for round in 0..8 {
             let bad = 60 + round * 17;
