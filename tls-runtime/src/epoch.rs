@@ -22,7 +22,7 @@ mod ring;
 mod spare;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
 pub(crate) use ring::{Cause, EpochRing, NOT_VIOLATED};
-pub(crate) use spare::{HELD_LISTS, SLOT_LISTS, SlotPtr, WRITE_LOGS};
+pub(crate) use spare::{ACTION_LISTS, HELD_LISTS, SLOT_LISTS, SlotPtr, WRITE_LOGS};
 
 /// An epoch's identity: `serial << 32 | index`.
 pub(crate) type Tag = u64;
@@ -581,7 +581,11 @@ impl EpochCx {
     /// `touches_data`: a program's delayed call (see [`Deferred::touches_data`]).
     pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>, touches_data: bool) {
         let writes_before = self.writes.borrow().len();
-        self.commits.borrow_mut().push(Deferred {
+        let mut commits = self.commits.borrow_mut();
+        if commits.capacity() == 0 {
+            *commits = ACTION_LISTS.take();
+        }
+        commits.push(Deferred {
             segment: self.segment.get(),
             writes_before,
             touches_data,

@@ -1,5 +1,5 @@
-//! Buffers recycled between epochs on one thread: a write log, and the slot and lock
-//! lists a commit builds from it.
+//! Buffers recycled between epochs on one thread: a write log, a list of commit-time
+//! actions, and the slot and lock lists a commit builds from them.
 //!
 //! An epoch of short iterations logs tens of writes; a fresh vector per epoch grows
 //! through five or six reallocations and is freed at commit, a few percent of a loop
@@ -10,7 +10,7 @@
 //! log goes back to the thread that commits its epoch, which need not be the one
 //! that logged it; threads that both run and commit epochs each keep one.
 
-use super::{LoggedSlot, WriteRecord};
+use super::{Deferred, LoggedSlot, WriteRecord};
 use crate::sync::Held;
 use core::cell::Cell;
 
@@ -59,6 +59,7 @@ thread_local! {
     static WRITES: Cell<Vec<WriteRecord>> = const { Cell::new(Vec::new()) };
     static SLOTS: Cell<Vec<SlotPtr>> = const { Cell::new(Vec::new()) };
     static HELD: Cell<Vec<Held>> = const { Cell::new(Vec::new()) };
+    static ACTIONS: Cell<Vec<Deferred>> = const { Cell::new(Vec::new()) };
 }
 
 /// Write logs (`EpochCx::writes`).
@@ -67,3 +68,6 @@ pub(crate) static WRITE_LOGS: Spare<WriteRecord> = Spare::new(&WRITES);
 pub(crate) static SLOT_LISTS: Spare<SlotPtr> = Spare::new(&SLOTS);
 /// The locks a commit holds.
 pub(crate) static HELD_LISTS: Spare<Held> = Spare::new(&HELD);
+/// Commit-time action lists (`EpochCx::commits`): an accumulation in every iteration
+/// grew a fresh one through its reallocations in each epoch.
+pub(crate) static ACTION_LISTS: Spare<Deferred> = Spare::new(&ACTIONS);

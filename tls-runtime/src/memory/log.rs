@@ -40,8 +40,8 @@
 
 use super::commit_hold::CommitHold;
 use crate::epoch::{
-    Cause, CurrentGuard, Deferred, Drops, EpochCx, HELD_LISTS, NOT_VIOLATED, SLOT_LISTS, SlotPtr,
-    WRITE_LOGS, WriteRecord,
+    ACTION_LISTS, Cause, CurrentGuard, Deferred, Drops, EpochCx, HELD_LISTS, NOT_VIOLATED,
+    SLOT_LISTS, SlotPtr, WRITE_LOGS, WriteRecord,
 };
 use crate::sync::{Held, Ordering};
 use smallvec::SmallVec;
@@ -226,21 +226,26 @@ pub(crate) fn publish_prefix(cx: &EpochCx) {
 /// `before(writes_before, drops)` ahead of each; stops at the first that panics and
 /// returns its index and payload.
 fn run_actions(
-    actions: Vec<Deferred>,
+    mut actions: Vec<Deferred>,
     drops: &mut Drops,
     mut before: impl FnMut(usize, &mut Drops),
 ) -> Option<(usize, Box<dyn Any + Send>)> {
-    for (k, d) in actions.into_iter().enumerate() {
+    let mut panicked = None;
+    // Drained, so that the list's memory goes back to this thread's spare (the
+    // actions after one that panicked are dropped unrun with the drain).
+    for (k, d) in actions.drain(..).enumerate() {
         before(d.writes_before, drops);
         let ran = {
             let _plain = CurrentGuard::set(None);
             catch_unwind(AssertUnwindSafe(|| crate::escape::escaped(d.run)))
         };
         if let Err(p) = ran {
-            return Some((k, p));
+            panicked = Some((k, p));
+            break;
         }
     }
-    None
+    ACTION_LISTS.give(actions);
+    panicked
 }
 
 /// Takes the locks of `order` (sorted by address), never waiting for one while
