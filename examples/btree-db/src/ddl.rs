@@ -27,7 +27,7 @@ impl Database {
     fn create(&self, name: &str, kind: TableKind) -> Result<TableId> {
         let _ddl = lock(&self.ddl);
         if name.len() > self.limits.max_key {
-            return Err(Error::KeyTooLarge {
+            return Err(Error::NameTooLong {
                 len: name.len(),
                 max: self.limits.max_key,
             });
@@ -69,6 +69,11 @@ impl Database {
     /// Drops a table or index (waiting for transactions using it) and returns
     /// its pages to the free list. A later table may reuse its root page and
     /// so its [`TableId`]: forget the old id.
+    ///
+    /// The wait lasts at most [`crate::Options::lock_timeout`], then fails with
+    /// [`Error::TableInUse`]. A transaction of the calling thread that used the
+    /// table is waited for too, and cannot end while the thread waits: commit or
+    /// abort it first (with an unbounded timeout the call would never return).
     pub fn drop_table(&self, table: TableId) -> Result<()> {
         let _ddl = lock(&self.ddl);
         let root = self.root_of(table)?;
@@ -82,7 +87,11 @@ impl Database {
         let mut txn = self.begin();
         // Every stripe of the table lock: no transaction has the table open.
         for stripe in 0..STRIPES {
-            txn.lock_raw(table_lock_name(root, stripe), LockMode::Exclusive)?;
+            txn.lock_raw(table_lock_name(root, stripe), LockMode::Exclusive)
+                .map_err(|e| match e {
+                    Error::LockTimeout => Error::TableInUse(name.clone()),
+                    e => e,
+                })?;
         }
         txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
         {

@@ -71,6 +71,18 @@ pub enum Error {
     },
     /// An option value is out of range.
     InvalidOptions(String),
+    /// A table or index name is longer than [`crate::Limits::max_key`] (names are
+    /// keys of the catalog).
+    NameTooLong {
+        /// The name's length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `drop_table` waited [`crate::Options::lock_timeout`] for the transactions that
+    /// have the table open (a transaction of the calling thread among them waits for
+    /// the call itself: commit or abort it first).
+    TableInUse(String),
     /// A key is longer than [`crate::Limits::max_key`].
     KeyTooLarge {
         /// The key length.
@@ -139,6 +151,17 @@ impl fmt::Display for Error {
             }
             Error::Corrupt { page, reason } => write!(f, "page {page} is corrupt: {reason}"),
             Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),
+            Error::NameTooLong { len, max } => {
+                write!(
+                    f,
+                    "a table or index name of {len} bytes is longer than {max}"
+                )
+            }
+            Error::TableInUse(name) => write!(
+                f,
+                "table {name:?} is still in use by a transaction after the lock timeout (one \
+                 of this thread's own included: commit or abort it before dropping the table)"
+            ),
             Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds {max}"),
             Error::ValueTooLarge { len, max } => {
                 write!(f, "entry of {len} bytes exceeds {max}")
@@ -165,14 +188,11 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source`: `Io`'s message already includes the OS error's, and a reporter that
+/// walks the chain (`anyhow`'s `{:#}`, `main` returning an error) printed it twice
+/// ("Read-only file system (os error 30): Read-only file system (os error 30)"). The
+/// `io::Error` itself is in `Error::Io`.
+impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {

@@ -151,8 +151,16 @@ impl Pager {
     /// Opens an existing file and reads its header.
     pub(crate) fn open(path: &Path) -> Result<(Pager, FileHeader)> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            // A pipe, a device: reading a header from it would wait or read garbage.
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the database path is not a regular file",
+            )));
+        }
         lock_file(&file)?;
-        let len = file.metadata()?.len();
+        let len = meta.len();
         if len < 512 {
             return Err(
                 if len >= 8 && {

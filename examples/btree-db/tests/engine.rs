@@ -338,6 +338,14 @@ fn size_limits_and_unknown_tables() {
         txn.put(t, b"k", &vec![1; lim.max_entry]),
         Err(Error::ValueTooLarge { .. })
     ));
+    // A name too long for the catalog says so (it said "key of 495 bytes").
+    let long = "n".repeat(lim.max_key + 1);
+    let e = db.create_table(&long).unwrap_err();
+    assert!(
+        matches!(e, Error::NameTooLong { len: 495, max: 494 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("name"), "{e}");
     txn.put(
         t,
         &vec![1; lim.max_key],

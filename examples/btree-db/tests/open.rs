@@ -471,3 +471,34 @@ fn a_version_2_file_takes_the_segment_size_its_log_shows() {
         db.simulate_crash_on_drop();
     }
 }
+
+/// `drop_table` while the calling thread's own transaction has the table open waits
+/// for that transaction, which cannot end meanwhile: after the lock timeout it says
+/// so (`TableInUse`, naming the table), where it said "lock wait timed out; abort the
+/// transaction" of a call that has no transaction of the caller's.
+#[test]
+fn dropping_a_table_this_thread_uses_fails_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("d.db"),
+        Options {
+            lock_timeout: std::time::Duration::from_millis(50),
+            ..opts()
+        },
+    )
+    .unwrap();
+    let t = db.create_table("orders").unwrap();
+    let mut tx = db.begin();
+    tx.put(t, b"k", b"v").unwrap();
+    let e = db.drop_table(t).unwrap_err();
+    assert!(
+        matches!(&e, Error::TableInUse(name) if name == "orders"),
+        "{e}"
+    );
+    tx.commit().unwrap();
+    db.drop_table(t).unwrap();
+    // An I/O error's message carries the OS error once: no `source` repeats it.
+    let io = Error::Io(std::io::Error::other("disk on fire"));
+    assert!(std::error::Error::source(&io).is_none());
+    assert_eq!(io.to_string(), "i/o error: disk on fire");
+}

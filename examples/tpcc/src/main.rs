@@ -230,7 +230,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 (None, None) => bail!("give --transactions N or --duration SECS"),
             };
             let mut engines = engine::open_terminals(&db, mode, sync, terminals)?;
-            let meta = engines[0].meta()?;
+            let meta = engines[0]
+                .meta()
+                .with_context(|| format!("reading {}", db.display()))?;
             let mut ack = ack_log.as_deref().map(AckLog::open).transpose()?;
             let opts = RunOptions {
                 limit,
@@ -398,7 +400,9 @@ fn check(
 ) -> Result<ExitCode> {
     let expected = expect.map(driver::read_ack_log).transpose()?;
     let mut engine = engine::open(db, mode, Sync::Normal)?;
-    let meta = engine.meta()?;
+    let meta = engine
+        .meta()
+        .with_context(|| format!("reading {}", db.display()))?;
     let summary = engine.summary()?;
     let mut failed = false;
     match summary.check() {

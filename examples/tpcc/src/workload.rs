@@ -176,6 +176,22 @@ impl TxnInput {
             TxnInput::StockLevel(_) => TxnKind::StockLevel,
         }
     }
+
+    /// Where the transaction runs, in a few words for an error message (the whole
+    /// input, a New Order's fifteen lines included, is a kilobyte of `Debug`).
+    pub fn brief(&self) -> String {
+        let (w, d) = match self {
+            TxnInput::NewOrder(i) => (i.w_id, Some(i.d_id)),
+            TxnInput::Payment(i) => (i.w_id, Some(i.d_id)),
+            TxnInput::OrderStatus(i) => (i.w_id, Some(i.d_id)),
+            TxnInput::Delivery(i) => (i.w_id, None),
+            TxnInput::StockLevel(i) => (i.w_id, Some(i.d_id)),
+        };
+        match d {
+            Some(d) => format!("{} in warehouse {w}, district {d}", self.kind().name()),
+            None => format!("{} in warehouse {w}", self.kind().name()),
+        }
+    }
 }
 
 /// Output of New Order: enough to compare engines and to acknowledge the order.

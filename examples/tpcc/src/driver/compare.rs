@@ -230,6 +230,14 @@ pub fn format_table(results: &[CompareResult], warehouses: u16, sync: Sync) -> S
             if same_out { "yes" } else { "NO" },
             if same_db { "yes" } else { "NO" }
         );
+    } else {
+        // `--modes tls` (or a mode named twice, run once): no agreement to report,
+        // and saying nothing read as a missing line.
+        let _ = writeln!(
+            s,
+            "one mode ran ({}): no other mode to compare its answers with",
+            first.report.mode.name()
+        );
     }
     let _ = writeln!(
         s,

@@ -245,8 +245,7 @@ impl Runner {
         let t0 = Instant::now();
         let (output, tries) = execute_with_retries(engine, &input);
         self.report.retried += u64::from(tries);
-        let output =
-            output.with_context(|| format!("{} failed (input {input:?})", input.kind().name()))?;
+        let output = output.with_context(|| format!("{} failed", input.brief()))?;
         let dt = t0.elapsed();
         let report = &mut self.report;
         report.busy += dt;
@@ -330,6 +329,8 @@ pub fn load(
 /// being killed, which is what the crash tests do (not a power failure).
 pub struct AckLog {
     file: std::fs::File,
+    /// For error messages.
+    path: std::path::PathBuf,
 }
 
 impl AckLog {
@@ -340,7 +341,10 @@ impl AckLog {
             .append(true)
             .open(path)
             .with_context(|| format!("opening ack log {}", path.display()))?;
-        Ok(Self { file })
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Records one order. The line goes out in a single `write`, so a kill leaves
@@ -350,9 +354,10 @@ impl AckLog {
         let mut cursor = std::io::Cursor::new(&mut line[..]);
         writeln!(cursor, "{w} {d} {o}")?;
         let n = cursor.position() as usize;
-        self.file.write_all(&line[..n])?;
-        self.file.flush()?;
-        Ok(())
+        self.file
+            .write_all(&line[..n])
+            .and_then(|()| self.file.flush())
+            .with_context(|| format!("writing ack log {}", self.path.display()))
     }
 }
 

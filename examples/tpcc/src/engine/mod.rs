@@ -43,6 +43,9 @@ pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Bo
     if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty())
         && !dir.is_dir()
     {
+        if dir.exists() {
+            bail!("{} is not a directory", dir.display());
+        }
         bail!("directory {} does not exist", dir.display());
     }
     match mode {
@@ -73,6 +76,10 @@ pub fn open(path: &Path, mode: Option<Mode>, sync: Sync) -> Result<Box<dyn Engin
     Ok(engine)
 }
 
+/// The most terminals one run drives: each is an OS thread, and tens of thousands of
+/// them ran the process out of memory maps (it aborted at 40,000).
+pub const MAX_TERMINALS: usize = 1024;
+
 /// Opens `terminals` engines on the database at `path` (see [`open`]), each to be
 /// driven by its own thread; their transactions run at the same time. Our engine's
 /// modes share one open database; SQLite runs one terminal.
@@ -84,6 +91,12 @@ pub fn open_terminals(
 ) -> Result<Vec<Box<dyn Engine + Send>>> {
     if terminals == 0 {
         bail!("--terminals must be at least 1");
+    }
+    if terminals > MAX_TERMINALS {
+        bail!(
+            "--terminals {terminals} is more than {MAX_TERMINALS}: each terminal is a thread \
+             (the specification has 10 per warehouse)"
+        );
     }
     if !path.exists() {
         return open(path, mode, sync).map(|_| Vec::new());
@@ -127,6 +140,11 @@ fn resolve_mode(path: &Path, mode: Option<Mode>) -> Result<Mode> {
 fn detect(path: &Path) -> Result<Mode> {
     use std::io::Read;
     let mut head = [0u8; 16];
+    // Opening a pipe for reading waits for a writer: look first.
+    let meta = std::fs::metadata(path).with_context(|| format!("opening {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let n = f
         .read(&mut head)

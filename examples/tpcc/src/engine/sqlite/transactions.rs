@@ -276,95 +276,19 @@ impl Engine for SqliteEngine {
         })
     }
 
+    /// The summary, read in one transaction: its queries see one snapshot of the
+    /// file. As separate statements, a `check` beside a running `run` saw orders
+    /// committed between two of them and reported conditions 2 and 4 as failed.
     fn summary(&mut self) -> Result<Summary> {
-        let mut s = Summary::default();
-        let c = &self.conn;
-        {
-            let mut stmt = c.prepare("SELECT w_id, w_ytd FROM warehouse")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                s.w_ytd.insert(r.get(0)?, r.get(1)?);
-            }
-        }
-        {
-            let mut stmt = c.prepare("SELECT d_w_id, d_id, d_ytd, d_next_o_id FROM district")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
-                d.d_ytd = r.get(2)?;
-                d.d_next_o_id = r.get(3)?;
-            }
-        }
-        {
-            let mut stmt = c.prepare(
-                "SELECT o_w_id, o_d_id, COUNT(*), MAX(o_id), SUM(o_ol_cnt) FROM orders GROUP BY 1, 2",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
-                d.orders = count(r, 2)?;
-                d.max_o_id = r.get(3)?;
-                d.sum_ol_cnt = count(r, 4)?;
-            }
-        }
-        {
-            let mut stmt = c.prepare(
-                "SELECT no_w_id, no_d_id, COUNT(*), MIN(no_o_id), MAX(no_o_id) FROM new_order \
-                 GROUP BY 1, 2",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
-                d.new_orders = count(r, 2)?;
-                d.min_no_o_id = r.get(3)?;
-                d.max_no_o_id = r.get(4)?;
-            }
-        }
-        {
-            let mut stmt =
-                c.prepare("SELECT ol_w_id, ol_d_id, COUNT(*) FROM order_line GROUP BY 1, 2")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
-                d.order_lines = count(r, 2)?;
-            }
-        }
-        (
-            s.customers,
-            s.sum_c_balance,
-            s.sum_c_ytd_payment,
-            s.sum_c_payment_cnt,
-            s.sum_c_delivery_cnt,
-        ) = c.query_row(
-            "SELECT COUNT(*), TOTAL(c_balance), TOTAL(c_ytd_payment), TOTAL(c_payment_cnt), \
-             TOTAL(c_delivery_cnt) FROM customer",
-            [],
-            |r| {
-                Ok((
-                    count(r, 0)?,
-                    r.get::<_, f64>(1)? as i64,
-                    r.get::<_, f64>(2)? as i64,
-                    r.get::<_, f64>(3)? as u64,
-                    r.get::<_, f64>(4)? as u64,
-                ))
-            },
-        )?;
-        s.history = c.query_row("SELECT COUNT(*) FROM history", [], |r| count(r, 0))?;
-        (s.stock, s.sum_s_quantity, s.sum_s_order_cnt) = c.query_row(
-            "SELECT COUNT(*), TOTAL(s_quantity), TOTAL(s_order_cnt) FROM stock",
-            [],
-            |r| {
-                Ok((
-                    count(r, 0)?,
-                    r.get::<_, f64>(1)? as i64,
-                    r.get::<_, f64>(2)? as i64,
-                ))
-            },
-        )?;
-        s.items = c.query_row("SELECT COUNT(*) FROM item", [], |r| count(r, 0))?;
+        self.conn.execute_batch("BEGIN")?;
+        let read = read_summary(&self.conn);
+        let end = self
+            .conn
+            .execute_batch(if read.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        let s = read?;
+        end?;
         Ok(s)
     }
-
     fn order_exists(&mut self, w_id: u16, d_id: u8, o_id: u32) -> Result<bool> {
         Ok(self
             .conn
@@ -479,4 +403,93 @@ fn new_order_body(conn: &Connection, input: &NewOrderInput) -> Result<NewOrderOu
         total: new_order_total(sum_amount, c_discount, w_tax, d_tax),
         brand_lines,
     })
+}
+
+/// The database's totals (see `Engine::summary`), from the open connection `c`.
+fn read_summary(c: &Connection) -> Result<Summary> {
+    let mut s = Summary::default();
+    {
+        let mut stmt = c.prepare("SELECT w_id, w_ytd FROM warehouse")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            s.w_ytd.insert(r.get(0)?, r.get(1)?);
+        }
+    }
+    {
+        let mut stmt = c.prepare("SELECT d_w_id, d_id, d_ytd, d_next_o_id FROM district")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
+            d.d_ytd = r.get(2)?;
+            d.d_next_o_id = r.get(3)?;
+        }
+    }
+    {
+        let mut stmt = c.prepare(
+            "SELECT o_w_id, o_d_id, COUNT(*), MAX(o_id), SUM(o_ol_cnt) FROM orders GROUP BY 1, 2",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
+            d.orders = count(r, 2)?;
+            d.max_o_id = r.get(3)?;
+            d.sum_ol_cnt = count(r, 4)?;
+        }
+    }
+    {
+        let mut stmt = c.prepare(
+            "SELECT no_w_id, no_d_id, COUNT(*), MIN(no_o_id), MAX(no_o_id) FROM new_order \
+             GROUP BY 1, 2",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
+            d.new_orders = count(r, 2)?;
+            d.min_no_o_id = r.get(3)?;
+            d.max_no_o_id = r.get(4)?;
+        }
+    }
+    {
+        let mut stmt =
+            c.prepare("SELECT ol_w_id, ol_d_id, COUNT(*) FROM order_line GROUP BY 1, 2")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let d = s.districts.entry((r.get(0)?, r.get(1)?)).or_default();
+            d.order_lines = count(r, 2)?;
+        }
+    }
+    (
+        s.customers,
+        s.sum_c_balance,
+        s.sum_c_ytd_payment,
+        s.sum_c_payment_cnt,
+        s.sum_c_delivery_cnt,
+    ) = c.query_row(
+        "SELECT COUNT(*), TOTAL(c_balance), TOTAL(c_ytd_payment), TOTAL(c_payment_cnt), \
+         TOTAL(c_delivery_cnt) FROM customer",
+        [],
+        |r| {
+            Ok((
+                count(r, 0)?,
+                r.get::<_, f64>(1)? as i64,
+                r.get::<_, f64>(2)? as i64,
+                r.get::<_, f64>(3)? as u64,
+                r.get::<_, f64>(4)? as u64,
+            ))
+        },
+    )?;
+    s.history = c.query_row("SELECT COUNT(*) FROM history", [], |r| count(r, 0))?;
+    (s.stock, s.sum_s_quantity, s.sum_s_order_cnt) = c.query_row(
+        "SELECT COUNT(*), TOTAL(s_quantity), TOTAL(s_order_cnt) FROM stock",
+        [],
+        |r| {
+            Ok((
+                count(r, 0)?,
+                r.get::<_, f64>(1)? as i64,
+                r.get::<_, f64>(2)? as i64,
+            ))
+        },
+    )?;
+    s.items = c.query_row("SELECT COUNT(*) FROM item", [], |r| count(r, 0))?;
+    Ok(s)
 }
