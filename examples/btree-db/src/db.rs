@@ -101,6 +101,12 @@ impl Database {
         if !is_there(&path) {
             check_pool_fits(options.pool_pages, options.page_size)?;
             create_file(&path, &options)?;
+        } else if !path.exists() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the database path is a symbolic link whose target is missing (a volume \
+                 not mounted?)",
+            )));
         }
         let (pager, mut header) = Pager::open(&path)?;
         check_pool_fits(options.pool_pages, pager.page_size())?;

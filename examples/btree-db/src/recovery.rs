@@ -38,7 +38,8 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
     if reached < header.checkpoint_lsn && header.checkpoint_lsn > FIRST_LSN {
         return Err(Error::LogDamaged {
             lsn: reached,
-            reason: "the log files end before the last checkpoint",
+            reason: "the log files end before the last checkpoint (were the database's \
+                     `.wal.*` files left behind in a copy, or taken from another one?)",
         });
     }
     let base = header.log_start;
