@@ -231,18 +231,23 @@ fn run_actions(
     mut before: impl FnMut(usize, &mut Drops),
 ) -> Option<(usize, Box<dyn Any + Send>)> {
     let mut panicked = None;
-    // Drained, so that the list's memory goes back to this thread's spare (the
-    // actions after one that panicked are dropped unrun with the drain).
-    for (k, d) in actions.drain(..).enumerate() {
-        before(d.writes_before, drops);
-        let ran = {
-            let _plain = CurrentGuard::set(None);
-            catch_unwind(AssertUnwindSafe(|| crate::escape::escaped(d.run)))
-        };
-        if let Err(p) = ran {
-            panicked = Some((k, p));
-            break;
-        }
+    {
+        // Once for the whole list, not per action (an accumulation in every
+        // iteration makes one action per iteration): outside speculation, and
+        // counted as inside an escaped call. `before` applies the epoch's writes
+        // with the locks it holds, which neither setting changes.
+        let _plain = CurrentGuard::set(None);
+        crate::escape::escaped(|| {
+            // Drained, so that the list's memory goes back to this thread's spare
+            // (the actions after one that panicked are dropped unrun with the drain).
+            for (k, d) in actions.drain(..).enumerate() {
+                before(d.writes_before, drops);
+                if let Err(p) = catch_unwind(AssertUnwindSafe(d.run)) {
+                    panicked = Some((k, p));
+                    break;
+                }
+            }
+        });
     }
     ACTION_LISTS.give(actions);
     panicked
