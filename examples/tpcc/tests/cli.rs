@@ -238,6 +238,34 @@ fn bad_input_gets_a_clear_error() {
         &["run", "--db", db, "--mode", "tls", "--transactions", "1"],
         "is a sqlite database",
     );
+
+    // Found by an outside probe: a pipe as the database waited for a writer for ever;
+    // tens of thousands of terminals aborted the process; a file where the database's
+    // directory should be was called missing; a killed load's file was not named.
+    let pipe = dir.path().join("pipe.db");
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status();
+    if made.is_ok_and(|s| s.success()) {
+        let pipe = pipe.to_str().unwrap();
+        fails(&["check", "--db", pipe], "not a regular file");
+        fails(
+            &["run", "--db", pipe, "--transactions", "1"],
+            "not a regular file",
+        );
+    }
+    fails(
+        &[
+            "run",
+            "--db",
+            db,
+            "--terminals",
+            "100000",
+            "--transactions",
+            "1",
+        ],
+        "more than 1024",
+    );
+    let inside_a_file = format!("{db}/x.db");
+    fails(&["load", "--db", &inside_a_file], "is not a directory");
 }
 
 #[test]
