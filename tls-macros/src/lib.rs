@@ -100,7 +100,7 @@
 //! // After
 //! fn get_page(id: PageId) -> Page {
 //!     static __TLS_ESCAPE_LOCK: EscapeLock = EscapeLock::new();
-//!     escape_checked(&__TLS_ESCAPE_LOCK, || verdict((page_exists)(&id)), || ());
+//!     if !escape_check(|| verdict((page_exists)(&id))) { return escape_skipped(); }
 //!     let ret = escape(&__TLS_ESCAPE_LOCK, || -> Page { body });
 //!     if is_speculative() { undo_with(&ret, undo_action(&ret, put_page)); }
 //!     ret

@@ -172,6 +172,10 @@ pub(crate) struct EpochCx {
     /// it could not wait for the call, so it may have read the value from before it,
     /// and the attempt counts for nothing (`memory::await_delayed_calls`).
     pub(crate) unwound_past_call: Cell<Option<&'static Location<'static>>>,
+    /// The last escaped call's argument check refused it in a destructor during an
+    /// unwinding (`escape::check_arguments`): the `on_violation` that follows has no
+    /// call to undo.
+    pub(crate) skipped_escape: Cell<bool>,
     /// In profile mode: what the epoch reads and writes, and when.
     pub(crate) profile: RefCell<Option<crate::profile::Recorder>>,
     pub(crate) profiling: Cell<bool>,
@@ -271,6 +275,7 @@ impl EpochCx {
             commits: RefCell::new(Vec::new()),
             held_panic: RefCell::new(None),
             unwound_past_call: Cell::new(None),
+            skipped_escape: Cell::new(false),
             profile: RefCell::new(None),
             profiling: Cell::new(false),
             gave_way: Cell::new(0),

@@ -124,6 +124,7 @@ pub fn escape<R>(lock: &EscapeLock, f: impl FnOnce() -> R) -> R {
     match epoch::current() {
         None => f(),
         Some(cx) => {
+            cx.skipped_escape.set(false);
             let _ = cx.begin_access();
             lock.hold(|| {
                 let _suspended = CurrentGuard::set(None);
@@ -144,21 +145,37 @@ pub fn escape_checked<R>(
     args_ok: impl FnOnce() -> bool,
     f: impl FnOnce() -> R,
 ) -> R {
-    if let Some(cx) = epoch::current() {
-        let _ = cx.begin_access();
-        if !cx.homefree() && !args_ok() {
-            if !std::thread::panicking() {
-                cx.raise(AwaitHomefreeSignal::ArgumentCheck);
-            }
-            // A `Drop` of the body's while the iteration's panic unwinds: unwinding
-            // again would abort the process, so wait in place; violated, the attempt
-            // is thrown away and the call is not made.
-            if !crate::homefree::wait_in_place(cx) {
-                return crate::homefree::skipped("`escape_checked`");
-            }
-        }
+    if !check_arguments(args_ok) {
+        return crate::homefree::skipped("`escape_checked`");
     }
     escape(lock, f)
+}
+
+/// The argument check of [`escape_checked`] and `#[escape(check = ...)]`: whether the
+/// call may be made. In a speculative epoch that is not homefree, a failed check
+/// re-runs the iteration once homefree (unwinding from here). In a `Drop` of the
+/// body's run while the iteration unwinds (its own panic, or a rollback), unwinding
+/// again would abort the process: the check waits in place, and if the epoch is
+/// violated meanwhile (its attempt is thrown away) the call must not be made: `false`.
+/// An [`on_violation`] right after such a skipped call registers nothing, since there
+/// is no call to undo.
+pub(crate) fn check_arguments(args_ok: impl FnOnce() -> bool) -> bool {
+    let Some(cx) = epoch::current() else {
+        return true;
+    };
+    cx.skipped_escape.set(false);
+    let _ = cx.begin_access();
+    if cx.homefree() || args_ok() {
+        return true;
+    }
+    if !std::thread::panicking() {
+        cx.raise(AwaitHomefreeSignal::ArgumentCheck);
+    }
+    if crate::homefree::wait_in_place(cx) {
+        return true;
+    }
+    cx.skipped_escape.set(true);
+    false
 }
 
 /// Registers `undo` to run if the current epoch is rolled back to before this point:
@@ -170,6 +187,8 @@ pub fn escape_checked<R>(
 pub fn on_violation(undo: impl FnOnce() + Send + 'static) {
     if let Some(cx) = epoch::current()
         && !cx.published()
+        // The escaped call this undoes was skipped (see `check_arguments`).
+        && !cx.skipped_escape.replace(false)
     {
         cx.register_undo(Box::new(undo));
     }

@@ -419,6 +419,22 @@ pub fn verdict<T: EscapeCheckMustReturnBool>(value: T) -> bool {
     value.verdict()
 }
 
+/// The check of `#[escape(check = f)]` before the escaped call: whether the call may
+/// be made (see `escape::check_arguments`). When not, the function returns
+/// [`escape_skipped`] instead of making it.
+#[inline]
+pub fn escape_check(args_ok: impl FnOnce() -> bool) -> bool {
+    crate::escape::check_arguments(args_ok)
+}
+
+/// What an `#[escape(check = f)]` function returns when its check refused the call in
+/// a destructor whose attempt is being thrown away: nothing, for `()`; a function
+/// that returns a value has none to give, and the process stops with a message.
+#[cold]
+pub fn escape_skipped<R>() -> R {
+    crate::homefree::skipped("an `#[escape(check = ...)]` function")
+}
+
 /// The site a `#[tls_loop(site = ...)]` names, checked to be a `&'static LoopSite` at
 /// the expression the user wrote.
 #[inline]

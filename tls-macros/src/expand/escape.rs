@@ -15,7 +15,7 @@ use syn::{Expr, ImplItemFn, parse_quote};
 /// // After
 /// fn get(pool: &Pool, id: u32) -> R {
 ///     static LOCK: EscapeLock = EscapeLock::new();
-///     escape_checked(&LOCK, || verdict((ok)(pool, &id)), || ());
+///     if !escape_check(|| verdict((ok)(pool, &id))) { return escape_skipped(); }
 ///     let ret = escape(&LOCK, || -> R { body });
 ///     if is_speculative() { undo_with(keep_for_undo(&ret), undo_action(&ret, undo)); }
 ///     ret
@@ -46,15 +46,23 @@ pub(super) fn escaped_block(
 /// // Before
 /// #[escape(check = ok)] fn get(pool: &Pool, id: u32)
 /// // After
-/// escape_checked(&__TLS_ESCAPE_LOCK, || verdict((ok)(pool, &id)), || ());
+/// if !escape_check(|| verdict((ok)(pool, &id))) { return escape_skipped(); }
 /// ```
+///
+/// The check decides whether the call is made at all: refused in a destructor whose
+/// attempt is being thrown away, the call is skipped (made after a check that only
+/// waited, it ran with the refused arguments, the undo taking it back).
 fn checked_call(sig: &syn::Signature, check: &Expr) -> TokenStream {
     let rt = rt();
     let args = check_args(sig);
     let span = syn::spanned::Spanned::span(check);
     let rt_c = rt_at(span);
     let call = quote_spanned!(span=> #rt_c::verdict((#check)(#(#args),*)));
-    quote!(#rt::escape_checked(&__TLS_ESCAPE_LOCK, || #call, || ());)
+    quote! {
+        if !#rt::escape_check(|| #call) {
+            return #rt::escape_skipped();
+        }
+    }
 }
 
 /// The undo action of `#[on_violation(undo)]`, registered after a speculative call.
