@@ -132,6 +132,8 @@ pub(crate) struct Logs {
     pub(crate) undo: Vec<Undo>,
     pub(crate) commits: Vec<Deferred>,
     pub(crate) held_panic: Option<String>,
+    /// See `EpochCx::reported`.
+    pub(crate) reported: Vec<u32>,
     /// See `EpochCx::published`.
     pub(crate) published: bool,
 }
@@ -172,6 +174,13 @@ pub(crate) struct EpochCx {
     /// it could not wait for the call, so it may have read the value from before it,
     /// and the attempt counts for nothing (`memory::await_delayed_calls`).
     pub(crate) unwound_past_call: Cell<Option<&'static Location<'static>>>,
+    /// The segment of each panic of the epoch reported to the program's hook, in
+    /// order (a report is only made while the epoch is homefree and unviolated).
+    pub(crate) reported: RefCell<Vec<u32>>,
+    /// Panics the running attempt replays from an attempt that reported them and was
+    /// then re-run homefree (see [`EpochCx::replay_reports_from`]): the hook skips
+    /// them, so that the program's hook hears of each once.
+    pub(crate) replayed_reports: Cell<u32>,
     /// The last escaped call's argument check refused it in a destructor during an
     /// unwinding (`escape::check_arguments`): the `on_violation` that follows has no
     /// call to undo.
@@ -276,6 +285,8 @@ impl EpochCx {
             held_panic: RefCell::new(None),
             unwound_past_call: Cell::new(None),
             skipped_escape: Cell::new(false),
+            reported: RefCell::new(Vec::new()),
+            replayed_reports: Cell::new(0),
             profile: RefCell::new(None),
             profiling: Cell::new(false),
             gave_way: Cell::new(0),
@@ -327,6 +338,7 @@ impl EpochCx {
             undo: self.undo.take(),
             commits: self.commits.take(),
             held_panic: self.held_panic.take(),
+            reported: self.reported.take(),
             published: self.published(),
         };
         self.recount_delayed_calls();
@@ -339,6 +351,7 @@ impl EpochCx {
         *self.undo.borrow_mut() = logs.undo;
         *self.commits.borrow_mut() = logs.commits;
         *self.held_panic.borrow_mut() = logs.held_panic;
+        *self.reported.borrow_mut() = logs.reported;
         let f = self.flags.get();
         self.flags.set(if logs.published {
             f | PUBLISHED
@@ -487,6 +500,20 @@ impl EpochCx {
     /// would (violation injection, `inject.rs`).
     pub(crate) fn violate_self(&self, cause: Cause) {
         self.ring().violate(self.tag, self.segment.get(), cause);
+    }
+
+    /// Forgets the reports of panics made in segment `from` or later, which a
+    /// rollback to `from` undoes; `replay`: the re-run replays them (a re-run once
+    /// homefree of an attempt that read nothing stale before them: the same code runs
+    /// on the same data up to each), so its hook skips that many. After a violation
+    /// (by plain code or another loop, the only one a homefree epoch can meet) the
+    /// re-run's panics are new and are reported.
+    pub(crate) fn replay_reports_from(&self, from: u32, replay: bool) {
+        let mut reported = self.reported.borrow_mut();
+        let kept = reported.iter().filter(|&&s| s < from).count();
+        let undone = (reported.len() - kept) as u32;
+        reported.truncate(kept);
+        self.replayed_reports.set(if replay { undone } else { 0 });
     }
 
     /// Unwinds to the epoch runner with `signal`.

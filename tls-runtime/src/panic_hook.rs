@@ -22,7 +22,12 @@
 //!
 //! A location that plain code or another loop changes after the epoch became homefree
 //! but before it committed still rolls it back (see `live_loops`); a panic reported
-//! in that window would be reported again if the re-run panics too.
+//! in that window would be reported again if the re-run panics too. An attempt re-run
+//! once homefree for another reason (a `Drop` read after a delayed call while the
+//! panic unwound, the body caught the runtime's unwinding) read nothing stale: the
+//! re-run replays the panics it reported, which are counted per segment
+//! (`EpochCx::reported`) and not reported again. A panic after the runtime's own
+//! unwinding began belongs to an attempt that is thrown away: held, never reported.
 
 use crate::epoch::{self, EpochCx};
 use std::cell::Cell;
@@ -133,8 +138,18 @@ pub(crate) fn install() {
                 return;
             }
             if let Some(cx) = epoch::current_quiet()
+                && cx.raising.get()
+            {
+                // A panic after the runtime's own unwinding started: in a `Drop` it
+                // runs (the process aborts after this hook), or after the body caught
+                // that unwinding with `catch_unwind` and went on, where nothing the
+                // attempt does is kept (it runs again). Reported, a caught panic of
+                // such an attempt was reported again by the re-run, or out of order.
+                hold(cx, info);
+                return;
+            }
+            if let Some(cx) = epoch::current_quiet()
                 && !cx.homefree()
-                && !cx.raising.get()
             {
                 if crate::memory::nesting::nested() {
                     hold(cx, info);
@@ -148,6 +163,17 @@ pub(crate) fn install() {
                         hold(cx, info);
                         return;
                     }
+                }
+            }
+            if let Some(cx) = escaped_from().or_else(epoch::current_quiet) {
+                let replayed = cx.replayed_reports.get();
+                if replayed > 0 {
+                    // Reported already, by the attempt this re-run replays.
+                    cx.replayed_reports.set(replayed - 1);
+                    return;
+                }
+                if let Ok(mut r) = cx.reported.try_borrow_mut() {
+                    r.push(cx.segment.get());
                 }
             }
             previous(info)

@@ -45,6 +45,78 @@ fn the_program_s_panic_hook_sees_real_panics_once_and_zombies_never() {
     a_zombie_s_panic_in_an_escaped_call_is_never_seen();
     a_panic_that_holds_what_an_earlier_iteration_needs_does_not_hang();
     an_items_panic_past_a_break_is_never_seen();
+    panics_a_homefree_re_run_replays_are_seen_once();
+}
+
+/// An attempt that reported real panics and then re-ran once homefree replays them:
+/// the re-run's are not reported again. Two shapes from an outside probe, where the
+/// hook ran up to four times per panic: a body that catches its items' panics and
+/// uses `when_homefree` (the runtime's own unwinding, caught with them, re-runs the
+/// attempt), and a guard whose `Drop` reads after a delayed call while the
+/// iteration's real panic unwinds.
+fn panics_a_homefree_re_run_replays_are_seen_once() {
+    use tls_runtime::{Spec, on_commit, when_homefree};
+    const N: usize = 120;
+    for threads in [2, 4] {
+        for round in 0..10 {
+            forget_calls();
+            let total = Spec::new(0u64);
+            Loop::new().threads(threads).chunk(4).run(0..N, |i| {
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    let t = total.get();
+                    std::hint::black_box((0..300).fold(t, |a, k| a ^ k));
+                    assert!(!i.is_multiple_of(7), "bad item {i}");
+                    total.set(t + i as u64);
+                    when_homefree(|| ());
+                }));
+                Control::<()>::Continue
+            });
+            let (calls, messages) = seen();
+            let bad = (0..N).filter(|i| i.is_multiple_of(7)).count();
+            // (The hook counts, so the test's own failure is printed here.)
+            if calls != bad {
+                eprintln!(
+                    "caught panics: {threads} threads, round {round}: {calls} hook calls for {bad} panics: {messages:?}"
+                );
+            }
+            assert_eq!(calls, bad);
+        }
+    }
+    struct ReadsOnDrop<'a>(&'a Spec<u64>, &'a SpecVec<u64>, usize);
+    impl Drop for ReadsOnDrop<'_> {
+        fn drop(&mut self) {
+            let c = std::sync::Arc::new(());
+            on_commit(move || drop(c));
+            self.1.set(self.2, self.0.get());
+        }
+    }
+    for threads in [2, 4, 8] {
+        for round in 0..10 {
+            forget_calls();
+            let seq = std::sync::Arc::new(Spec::new(0u64));
+            let seen_at = SpecVec::from(vec![0u64; 60]);
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                Loop::new().threads(threads).chunk(1).run(0..60usize, |i| {
+                    let _guard = ReadsOnDrop(&seq, &seen_at, i);
+                    let s = std::sync::Arc::clone(&seq);
+                    on_commit(move || s.update(|x| *x += 1));
+                    std::hint::black_box((0..2000).fold(i, |a, k| a ^ k));
+                    assert!(i != 45, "boom at {i}");
+                    Control::<()>::Continue
+                })
+            }));
+            assert!(caught.is_err());
+            let (calls, messages) = seen();
+            if calls != 1 || seen_at.get(45) != 46 {
+                eprintln!(
+                    "drop after a delayed call: {threads} threads, round {round}: {calls} hook \
+                     calls {messages:?}, seen {}",
+                    seen_at.get(45)
+                );
+            }
+            assert_eq!((calls, seen_at.get(45)), (1, 46));
+        }
+    }
 }
 
 fn a_real_panic_is_seen_once() {

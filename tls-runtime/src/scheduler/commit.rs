@@ -170,21 +170,31 @@ where
             (None, Some(why)) => Some(why.describe()),
             (None, None) => None,
         });
-        self.roll_back(cx, work, target, cause, ts);
+        // Re-run once homefree (not after a violation): what the attempt reported
+        // before it stopped is replayed, not reported again.
+        self.roll_back_replaying(
+            cx,
+            work,
+            target,
+            cause,
+            why.is_some() && cause.is_none(),
+            ts,
+        );
         let end = loop {
             match self.attempt(cx, work) {
                 Attempt::Finished(control) => break EpochEnd::Control(control),
                 Attempt::Panicked(p) => break EpochEnd::Panic(p),
-                Attempt::Rollback | Attempt::AwaitHomefree(_) => {
+                attempt @ (Attempt::Rollback | Attempt::AwaitHomefree(_)) => {
                     // A write from plain code or another loop, a lock given way to,
                     // or a stale violation record: run again.
                     let (t, c) = self.ring.slot(index).take_violation();
+                    let replay = t == NOT_VIOLATED && matches!(attempt, Attempt::AwaitHomefree(_));
                     let t = if t == NOT_VIOLATED {
                         cx.segment.get()
                     } else {
                         t
                     };
-                    self.roll_back(cx, work, t, c, ts);
+                    self.roll_back_replaying(cx, work, t, c, replay, ts);
                 }
             }
         };

@@ -37,7 +37,23 @@ where
         cause: Option<Cause>,
         ts: &mut ThreadStats,
     ) {
+        self.roll_back_replaying(cx, work, target, cause, false, ts);
+    }
+
+    /// [`Shared::roll_back`]; `replay`: the re-run is one once homefree of an attempt
+    /// that read nothing stale, so the panics it reported are replayed, not reported
+    /// again (see `EpochCx::replay_reports_from`).
+    pub(super) fn roll_back_replaying(
+        &self,
+        cx: &EpochCx,
+        work: &mut Work<It::Item, S>,
+        target: u32,
+        cause: Option<Cause>,
+        replay: bool,
+        ts: &mut ThreadStats,
+    ) {
         let target = target.min(cx.segment.get());
+        cx.replay_reports_from(target, replay);
         // The work lost ends where the last attempt ended: an epoch violated while it
         // waited for commit lost its run, not its wait.
         let end = work.finished.take().unwrap_or_else(Instant::now);
