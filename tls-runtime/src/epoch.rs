@@ -11,6 +11,7 @@
 //!
 //! `epoch/ring.rs` holds the ring and its slots, `epoch/current.rs` the thread's current
 //! epoch (`current`, `CurrentGuard`) and the items iterator's mark (`MarkedItems`),
+//! `epoch/signal.rs` the payloads an attempt unwinds to its runner with,
 //! `epoch/spare.rs` the buffers recycled between epochs.
 
 use crate::sync::{AtomicU64, Held, Ordering};
@@ -19,9 +20,11 @@ use core::panic::Location;
 use std::time::{Duration, Instant};
 mod current;
 mod ring;
+mod signal;
 mod spare;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
 pub(crate) use ring::{Cause, EpochRing, NOT_VIOLATED};
+pub(crate) use signal::{AwaitHomefreeSignal, RollbackSignal};
 pub(crate) use spare::{ACTION_LISTS, HELD_LISTS, SLOT_LISTS, SlotPtr, WRITE_LOGS};
 
 /// An epoch's identity: `serial << 32 | index`.
@@ -196,55 +199,6 @@ pub(crate) struct EpochCx {
     /// Waits at synchronized loads (`adapt::synced`): the load, how long, and whether
     /// the wait gave up, for the report.
     pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration, bool)>>,
-}
-
-/// The unwinding payload that carries a rollback to the epoch runner.
-pub(crate) struct RollbackSignal;
-
-/// The unwinding payload of an epoch that stops speculating: it waits until it is
-/// violated (and re-runs for that) or homefree (and re-runs as the oldest epoch,
-/// where it need not speculate), and says why, for the trace.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum AwaitHomefreeSignal {
-    /// An escaped call's argument check failed (the argument may be stale).
-    ArgumentCheck,
-    /// The body asked to run the rest of the iteration as plain code
-    /// (`when_homefree`, `tls_runtime::scope`).
-    WhenHomefree,
-    /// A synchronized load waited longer than it may for the epochs before it.
-    SyncedLoad(&'static Location<'static>),
-    /// The epoch gave way twice to another thread holding a location it needed.
-    GaveWay,
-    /// A speculative load came after an `on_commit` call the epoch had not run, and
-    /// the epoch could not wait there for long enough.
-    DelayedCall(&'static Location<'static>),
-    /// The loop body caught the runtime's own signal (a rollback's unwinding) with
-    /// `catch_unwind` and went on: what the attempt did after it is not the
-    /// iteration's.
-    CaughtByBody,
-}
-
-impl AwaitHomefreeSignal {
-    /// Why the epoch re-ran, in words (the detail of its span in `TLS_TRACE`).
-    pub(crate) fn describe(self) -> String {
-        let why = match self {
-            AwaitHomefreeSignal::ArgumentCheck => "an escaped call's argument check failed".into(),
-            AwaitHomefreeSignal::WhenHomefree => "when_homefree".into(),
-            AwaitHomefreeSignal::SyncedLoad(load) => format!(
-                "waited too long at synchronized load {}",
-                crate::report::SourceLocation(load)
-            ),
-            AwaitHomefreeSignal::GaveWay => "gave way twice to a location's holder".into(),
-            AwaitHomefreeSignal::DelayedCall(load) => format!(
-                "load {} after an `on_commit` call not yet run",
-                crate::report::SourceLocation(load)
-            ),
-            AwaitHomefreeSignal::CaughtByBody => {
-                "the body caught a rollback with catch_unwind".into()
-            }
-        };
-        format!("re-run once homefree: {why}")
-    }
 }
 
 /// [`EpochCx`] flag: the epoch has published what it did and runs as plain code.

@@ -176,7 +176,6 @@ where
         cx.caught();
         if swallowed {
             drop(r);
-            cx.unwound_past_call.set(None);
             return Attempt::AwaitHomefree(AwaitHomefreeSignal::CaughtByBody);
         }
         if let Some(load) = cx.unwound_past_call.take()
