@@ -59,16 +59,11 @@ fn defer<'f>(f: impl FnOnce() + Send + 'f, touches_data: bool) {
             if touches_data && crate::memory::publish_if_homefree(cx) {
                 return run_published(cx, f);
             }
-            // SAFETY: only the lifetime bound is erased. `defer` is reached with a
-            // non-'static closure only through `Accumulator::record`, whose contract
-            // makes the accumulator (and so what the closure borrows) outlive the
-            // loop; the loop runs or drops every action before it returns.
-            let f = unsafe {
-                core::mem::transmute::<
-                    Box<dyn FnOnce() + Send + 'f>,
-                    Box<dyn FnOnce() + Send + 'static>,
-                >(Box::new(f))
-            };
+            // SAFETY: `defer` is reached with a non-'static closure only through
+            // `Accumulator::record`, whose contract makes the accumulator (and so what
+            // the closure borrows) outlive the loop; the loop runs or drops every
+            // action before it returns.
+            let f = unsafe { epoch::Action::new_unbounded(f) };
             cx.defer(f, touches_data);
         }
     }

@@ -12,16 +12,19 @@
 //! `epoch/ring.rs` holds the ring and its slots, `epoch/current.rs` the thread's current
 //! epoch (`current`, `CurrentGuard`) and the items iterator's mark (`MarkedItems`),
 //! `epoch/signal.rs` the payloads an attempt unwinds to its runner with,
-//! `epoch/spare.rs` the buffers recycled between epochs.
+//! `epoch/spare.rs` the buffers recycled between epochs, `epoch/action.rs` the
+//! closures an epoch keeps for its commit or its rollback.
 
 use crate::sync::{AtomicU64, Held, Ordering};
 use core::cell::{Cell, RefCell};
 use core::panic::Location;
 use std::time::{Duration, Instant};
+mod action;
 mod current;
 mod ring;
 mod signal;
 mod spare;
+pub(crate) use action::Action;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
 pub(crate) use ring::{Cause, EpochRing, NOT_VIOLATED};
 pub(crate) use signal::{AwaitHomefreeSignal, RollbackSignal};
@@ -113,7 +116,7 @@ unsafe impl Send for WriteRecord {}
 pub(crate) struct Undo {
     pub(crate) segment: u32,
     pub(crate) after_actions: usize,
-    pub(crate) run: Box<dyn FnOnce() + Send>,
+    pub(crate) run: Action,
 }
 
 /// A commit-time action of an epoch: it runs at commit after the epoch's writes that
@@ -124,7 +127,7 @@ pub(crate) struct Deferred {
     /// A program's own delayed call (`on_commit`), which may read or write
     /// speculative data; not an accumulation or delayed output, which touch none.
     pub(crate) touches_data: bool,
-    pub(crate) run: Box<dyn FnOnce() + Send>,
+    pub(crate) run: Action,
 }
 
 /// What an epoch has logged, moved out of its context when it finishes so that
@@ -548,7 +551,7 @@ impl EpochCx {
     }
 
     /// Registers `run` to undo something the epoch did (see [`Undo`]).
-    pub(crate) fn register_undo(&self, run: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn register_undo(&self, run: Action) {
         let after_actions = self.commits.borrow().len();
         self.undo.borrow_mut().push(Undo {
             segment: self.segment.get(),
@@ -565,7 +568,7 @@ impl EpochCx {
 
     /// Registers `run` to run when the epoch commits, after the writes made so far;
     /// `touches_data`: a program's delayed call (see [`Deferred::touches_data`]).
-    pub(crate) fn defer(&self, run: Box<dyn FnOnce() + Send>, touches_data: bool) {
+    pub(crate) fn defer(&self, run: Action, touches_data: bool) {
         let writes_before = self.writes.borrow().len();
         let mut commits = self.commits.borrow_mut();
         if commits.capacity() == 0 {

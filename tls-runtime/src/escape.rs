@@ -190,7 +190,7 @@ pub fn on_violation(undo: impl FnOnce() + Send + 'static) {
         // The escaped call this undoes was skipped (see `check_arguments`).
         && !cx.skipped_escape.replace(false)
     {
-        cx.register_undo(Box::new(undo));
+        cx.register_undo(epoch::Action::new(undo));
     }
 }
 

@@ -249,16 +249,17 @@ impl<R, F: FnOnce(&R) + Send + 'static> UndoActionMustBeSendAndStatic<R> for F {
 pub trait EscapedReturnMustBeCloneSendStatic: Clone + Send + 'static {}
 impl<T: Clone + Send + 'static> EscapedReturnMustBeCloneSendStatic for T {}
 
-/// An undo action, checked where the user wrote it.
-pub type Undo<R> = Box<dyn FnOnce(&R) + Send + 'static>;
+/// An undo action, checked where the user wrote it (unboxed: registered with its
+/// kept value as one commit-time closure, it needs no allocation of its own).
+pub struct Undo<F>(F);
 
 /// Checks the undo action's type where the user wrote it.
 #[inline]
-pub fn undo_action<R, F>(_ret: &R, undo: F) -> Undo<R>
+pub fn undo_action<R, F>(_ret: &R, undo: F) -> Undo<F>
 where
     F: FnOnce(&R) + UndoActionMustBeSendAndStatic<R>,
 {
-    Box::new(undo)
+    Undo(undo)
 }
 
 /// A copy of the escaped call's return value, checked where the user wrote the return
@@ -274,8 +275,8 @@ pub fn keep_for_undo<R: EscapedReturnMustBeCloneSendStatic>(ret: &R) -> Kept<R> 
 /// Registers `undo` to run with the kept copy if the epoch is rolled back past the
 /// escaped call.
 #[inline]
-pub fn undo_with<R: 'static>(kept: Kept<R>, undo: Undo<R>) {
-    let Kept(kept) = kept;
+pub fn undo_with<R: 'static, F: FnOnce(&R) + Send + 'static>(kept: Kept<R>, undo: Undo<F>) {
+    let (Kept(kept), Undo(undo)) = (kept, undo);
     let kept = CommitArg(kept);
     // `kept` is `Send`: `Kept` is only built by `keep_for_undo`, which requires it.
     crate::escape::on_violation(move || {

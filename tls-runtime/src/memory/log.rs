@@ -242,7 +242,7 @@ fn run_actions(
             // (the actions after one that panicked are dropped unrun with the drain).
             for (k, d) in actions.drain(..).enumerate() {
                 before(d.writes_before, drops);
-                if let Err(p) = catch_unwind(AssertUnwindSafe(d.run)) {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| d.run.call())) {
                     panicked = Some((k, p));
                     break;
                 }
@@ -301,7 +301,7 @@ fn run_undo(cx: &EpochCx, which: impl Fn(&crate::epoch::Undo) -> bool) {
         };
         let Some(u) = undo else { break };
         let _plain = CurrentGuard::set(None);
-        if catch_unwind(AssertUnwindSafe(u.run)).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| u.run.call())).is_err() {
             eprintln!("tls-runtime: an undo action panicked; continuing the rollback");
         }
     }
@@ -352,7 +352,7 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::epoch::{Access, EpochRing, LoggedSlot, Tag, make_tag};
+    use crate::epoch::{Access, Action, EpochRing, LoggedSlot, Tag, make_tag};
     use crate::sync::AtomicU64;
     use core::cell::Cell;
 
@@ -444,7 +444,7 @@ mod tests {
                     cx.set_homefree();
                     for (k, &i) in order.iter().enumerate() {
                         if action_at == Some(k) {
-                            cx.defer(Box::new(|| {}), false);
+                            cx.defer(Action::new(|| {}), false);
                         }
                         log(cx, &slots[i], 0);
                     }
@@ -489,13 +489,13 @@ mod tests {
         with_epoch(|cx| {
             let slots = [Counting(Cell::new(0)), Counting(Cell::new(0))];
             let (gone, kept) = (&slots[0], &slots[1]);
-            cx.defer(Box::new(|| {}), false); // before everything: stays at 0
+            cx.defer(Action::new(|| {}), false); // before everything: stays at 0
             log(cx, gone, 0);
             log(cx, kept, 0);
-            cx.defer(Box::new(|| {}), false); // after `gone`, `kept`: 1
+            cx.defer(Action::new(|| {}), false); // after `gone`, `kept`: 1
             log(cx, gone, 0);
             log(cx, gone, 0);
-            cx.defer(Box::new(|| {}), false); // after all four: 1
+            cx.defer(Action::new(|| {}), false); // after all four: 1
             log(cx, kept, 0);
             let addr = gone as *const Counting as usize;
             cx.forget_writes_in(addr, addr + core::mem::size_of::<Counting>());
