@@ -108,6 +108,11 @@ pub(crate) const ACCUMULATING_METHODS: &[&str] = &[
     "insert",
 ];
 
+/// Of [`ACCUMULATING_METHODS`], those that copy from what they are given, so that the
+/// sequential call may borrow the iteration's own data (see the expansion's
+/// `record_method`).
+pub(crate) const COPYING_APPENDS: &[&str] = &["push_str", "extend_from_slice", "extend"];
+
 /// An output stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stream {

@@ -5,6 +5,9 @@ use crate::epoch;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, Ordering};
 
+mod append;
+pub use append::{AppendInPlace, AppendToPart, Appending, Merge};
+
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
 /// plain-function form of `#[on_commit]`.
 ///
@@ -110,7 +113,13 @@ pub struct Accumulator<'a, T> {
     /// order as part of it (`Loop::run`), and its variable is a local of the epoch's
     /// own execution, so updates apply at once (see [`Accumulator::record`]).
     nested: bool,
-    _borrow: PhantomData<&'a mut T>,
+    /// Invariant in `'a`: `record` takes updates that live for `'a`, the borrow of the
+    /// variable, which must outlast the loop. Were `'a` covariant (as a plain
+    /// `&'a mut T` makes it), `&Accumulator<'a, T>` could be used as an
+    /// `&Accumulator<'short, T>` inside an iteration, and an update borrowing the
+    /// iteration's own data (`out.push_str(&s)` with a local `s`) would compile and
+    /// run at commit, after that data was gone.
+    _borrow: PhantomData<fn(&'a mut T) -> &'a mut T>,
 }
 
 // SAFETY: the accumulator only hands `&mut T` to one update at a time (under `busy`),
@@ -138,6 +147,23 @@ impl<'a, T: Send> Accumulator<'a, T> {
 
     /// Records `op` to be applied to the variable when the current epoch commits (at
     /// once outside speculation).
+    ///
+    /// `op` runs after the iteration that records it, so it must live as long as the
+    /// accumulator's borrow of the variable: it may own what it needs, or borrow what
+    /// outlives the loop, never the iteration's own data (a compile error):
+    ///
+    /// ```compile_fail,E0597
+    /// let mut out = String::new();
+    /// // SAFETY: `acc` outlives the loop below.
+    /// let acc = unsafe { tls_runtime::Accumulator::new(&mut out) };
+    /// tls_runtime::for_each(0..10, |i| {
+    ///     let piece = format!("{i},");
+    ///     let piece = &piece; // borrowed from this iteration
+    ///     acc.record(move |t| t.push_str(piece));
+    /// });
+    /// ```
+    ///
+    /// Moving `piece` itself into the update (`move |t| t.push_str(&piece)`) is right.
     ///
     /// An accumulator made inside an epoch belongs to a loop nested in it, which runs
     /// in order as part of that epoch: its variable lives in the epoch's own

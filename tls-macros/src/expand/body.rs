@@ -4,6 +4,7 @@
 
 use super::print::delayed_print;
 use super::rt::{rt, rt_at};
+use crate::symbol::COPYING_APPENDS;
 use crate::{attr, scan};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -287,11 +288,15 @@ fn try_as_step(t: &syn::ExprTry) -> TokenStream {
     let q = t.question_token.span;
     let rt_q = rt_at(q);
     let branch = quote_spanned!(q=> #rt_q::branch(#inner));
-    let from = quote_spanned!(q=> #rt_q::from_residual(__tls_residual));
+    // Named with the span its binding below has: with the `?`'s span, a `?` that
+    // reached the function through a `macro_rules!` macro would name another variable
+    // (that macro's hygiene), which nothing binds.
+    let residual = Ident::new("__tls_residual", proc_macro2::Span::call_site());
+    let from = quote_spanned!(q=> #rt_q::from_residual(#residual));
     quote! {
         match #branch {
             ::core::ops::ControlFlow::Continue(__tls_value) => __tls_value,
-            ::core::ops::ControlFlow::Break(__tls_residual) => {
+            ::core::ops::ControlFlow::Break(#residual) => {
                 return #rt::Step::Done(#rt::Control::Return(#from))
             }
         }
@@ -299,23 +304,37 @@ fn try_as_step(t: &syn::ExprTry) -> TokenStream {
 }
 
 /// `total += x` as a recorded accumulation into `target` (the accumulator's `&mut`).
+/// A right side written as a borrow (`text += &s`, `sum += &*boxed`) is copied at
+/// the call (`ToOwned`), and the update borrows the copy: the borrowed value may be
+/// the iteration's own, gone when the update runs at commit.
 ///
 /// ```text
 /// // Before
 /// total += x
+/// text += &s
 /// // After
 /// { let v = x; __tls_acc_total.record(move |t| { (*t) += v; }) }
+/// { let v = ToOwned::to_owned(&s); __tls_acc_text.record(move |t| { (*t) += &v; }) }
 /// ```
 fn record_assign(acc: &Ident, b: &syn::ExprBinary, target: TokenStream) -> TokenStream {
     let op = &b.op;
-    let right = &b.right;
     let span = syn::spanned::Spanned::span(b);
     let acc = Ident::new(&acc.to_string(), span);
     let record = quote_spanned!(span=> #acc.record);
+    let (value, used) = match &*b.right {
+        Expr::Reference(r) if r.mutability.is_none() => {
+            let borrowed = &r.expr;
+            (
+                quote!(::std::borrow::ToOwned::to_owned(&#borrowed)),
+                quote!(&__tls_value),
+            )
+        }
+        right => (quote!(#right), quote!(__tls_value)),
+    };
     quote! {
         {
-            let __tls_value = #right;
-            #record(move |__tls_target| { #target #op __tls_value; })
+            let __tls_value = #value;
+            #record(move |__tls_target| { #target #op #used; })
         }
     }
 }
@@ -332,7 +351,11 @@ fn retarget(e: &Expr) -> TokenStream {
     }
 }
 
-/// `out.push(x);` as a recorded accumulation.
+/// `out.push(x);` as a recorded accumulation. The appends that copy from what they
+/// are given (`push_str`, `extend_from_slice`, `extend`) go through
+/// `Appending` (see `tls-runtime`'s `deferred/append.rs`): on a standard collection
+/// they are applied at once to a new part, appended at commit, so that they may
+/// borrow the iteration's own data as the sequential call may.
 ///
 /// ```text
 /// // Before
@@ -340,7 +363,8 @@ fn retarget(e: &Expr) -> TokenStream {
 /// out.extend(iter);
 /// // After
 /// { let a0 = f(x); __tls_acc_out.record(move |t| { (*t).push(a0); }); }
-/// { let a0: Vec<_> = IntoIterator::into_iter(iter).collect(); __tls_acc_out.record(move |t| { (*t).extend(a0); }); }
+/// { let a0: Vec<_> = IntoIterator::into_iter(iter).collect();
+///   (&Appending(__tls_acc_out)).append_with(move |t| { (*t).extend(a0); }); }
 /// ```
 fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
     let method = &call.method;
@@ -358,11 +382,23 @@ fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
     });
     let span = syn::spanned::Spanned::span(call);
     let acc = Ident::new(&acc.to_string(), span);
-    let record = quote_spanned!(span=> #acc.record);
+    let update = quote!(move |__tls_target| { (*__tls_target).#method #turbofish(#(#names),*); });
+    let record = if COPYING_APPENDS.iter().any(|m| method == m) {
+        let rt = rt();
+        let append = quote_spanned!(span=> append_with);
+        quote! {
+            #[allow(unused_imports)]
+            use #rt::{AppendInPlace as _, AppendToPart as _};
+            (&#rt::Appending(#acc)).#append(#update);
+        }
+    } else {
+        let record = quote_spanned!(span=> #acc.record);
+        quote!(#record(#update);)
+    };
     quote! {
         {
             #(#lets)*
-            #record(move |__tls_target| { (*__tls_target).#method #turbofish(#(#names),*); });
+            #record
         }
     }
 }

@@ -1,0 +1,162 @@
+//! Appends that copy from what they are given (`out.push_str(&s)`,
+//! `out.extend_from_slice(&v)`, `out.extend(v.iter())`), as `#[tls_loop]` records them.
+//!
+//! An accumulation's update runs at commit, after the iteration; an argument that
+//! borrows the iteration's own data (a local `String`, a temporary from `format!`) is
+//! gone by then, and [`Accumulator::record`] refuses such an update at compile time.
+//! The sequential program may borrow there because these methods copy what they are
+//! given. So, for the standard collections, the update is applied at once to a new,
+//! empty value of the variable's type (the *part*), which copies what it borrows
+//! while it is there, and the commit appends the part to the variable: the same
+//! elements in the same order as the sequential loop's call, in a map or a set the
+//! same entries. For other types (anything that is not [`Merge`]) the update is
+//! recorded as it is, and a borrow of the iteration's data stays a compile error.
+//!
+//! The choice is made by method resolution at the call (`(&Appending(acc)).append_with(f)`
+//! finds [`AppendToPart`] when the type is `Merge`, else [`AppendInPlace`] through
+//! one more reference), so the macro needs no type information.
+
+use super::Accumulator;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};
+use std::hash::{BuildHasher, Hash};
+
+/// A collection that a part (a new, empty value appended to in an iteration) is
+/// appended to at commit, with the effect of the appends the part received.
+pub trait Merge: Default {
+    /// Appends `part` to `self`.
+    fn merge(&mut self, part: Self);
+}
+
+impl<T> Merge for Vec<T> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+impl<T> Merge for VecDeque<T> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+impl<T> Merge for LinkedList<T> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+impl Merge for String {
+    fn merge(&mut self, part: Self) {
+        self.push_str(&part);
+    }
+}
+
+impl<T: Ord> Merge for BinaryHeap<T> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+// The maps and sets: a part holds each key once, with the value of the last insert
+// of it, and keeps the first of equal keys, as the variable does: appended, it gives
+// the variable what the sequential inserts would have.
+impl<K: Eq + Hash, V, S: BuildHasher + Default> Merge for HashMap<K, V, S> {
+    fn merge(&mut self, part: Self) {
+        self.extend(part);
+    }
+}
+
+impl<T: Eq + Hash, S: BuildHasher + Default> Merge for HashSet<T, S> {
+    fn merge(&mut self, part: Self) {
+        self.extend(part);
+    }
+}
+
+impl<K: Ord, V> Merge for BTreeMap<K, V> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+impl<T: Ord> Merge for BTreeSet<T> {
+    fn merge(&mut self, mut part: Self) {
+        self.append(&mut part);
+    }
+}
+
+/// An accumulator whose update copies from its arguments: see the module docs.
+pub struct Appending<'r, 'a, T>(pub &'r Accumulator<'a, T>);
+
+/// The update applied to a part now, the part appended at commit (a [`Merge`] type).
+pub trait AppendToPart<T> {
+    /// Applies `update` to a new part and records the part's append.
+    fn append_with<F: FnOnce(&mut T)>(&self, update: F);
+}
+
+impl<T: Merge + Send> AppendToPart<T> for Appending<'_, '_, T> {
+    #[inline]
+    fn append_with<F: FnOnce(&mut T)>(&self, update: F) {
+        let mut part = T::default();
+        update(&mut part);
+        self.0.record(move |t| t.merge(part));
+    }
+}
+
+/// The update recorded as it is (any other type).
+pub trait AppendInPlace<'a, T> {
+    /// Records `update`.
+    fn append_with<F: FnOnce(&mut T) + Send + 'a>(&self, update: F);
+}
+
+impl<'a, T: Send> AppendInPlace<'a, T> for &Appending<'_, 'a, T> {
+    #[inline]
+    fn append_with<F: FnOnce(&mut T) + Send + 'a>(&self, update: F) {
+        self.0.record(update);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Appends `parts` as the macro does, three iterations' worth, and returns the
+    /// variable.
+    fn appended<T: Merge + Send>(start: T, parts: [fn(&mut T, &str); 3]) -> T {
+        let mut v = start;
+        {
+            // SAFETY: dropped before `v` is read.
+            let acc = unsafe { Accumulator::new(&mut v) };
+            for (k, f) in parts.into_iter().enumerate() {
+                let local = format!("{k}");
+                // As the macro writes it: the borrow is what lets a type that is
+                // not `Merge` find `AppendInPlace`.
+                #[allow(clippy::needless_borrow)]
+                (&Appending(&acc)).append_with(|t| f(t, &local));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn a_part_appended_gives_what_the_appends_give_the_variable() {
+        let s = appended(String::from(">"), [|t, l| t.push_str(l); 3]);
+        assert_eq!(s, ">012");
+        let v = appended(
+            vec![9],
+            [|t: &mut Vec<u8>, l| t.extend_from_slice(l.as_bytes()); 3],
+        );
+        assert_eq!(v, [9, b'0', b'1', b'2']);
+        // The last insert of a key wins, as in the sequential loop.
+        let m = appended(
+            HashMap::from([(1, String::new())]),
+            [
+                |t, l| t.extend([(1, l.to_string()), (2, l.to_string())]),
+                |t, l| t.extend([(2, format!("{l}!"))]),
+                |_, _| {},
+            ],
+        );
+        assert_eq!(m, HashMap::from([(1, "0".into()), (2, "1!".into())]));
+        let b = appended(BTreeSet::from([5]), [|t, l| t.extend(l.bytes()); 3]);
+        assert_eq!(b, BTreeSet::from([5, b'0', b'1', b'2']));
+    }
+}
