@@ -150,6 +150,11 @@ pub struct LoopReport {
     /// time: the workers were still starting (a process's first loops) or busy with
     /// other loops. They say nothing about the loop itself.
     pub in_order_no_workers: u64,
+    /// Of `in_order_epochs`, those run in order to measure what an iteration costs
+    /// without speculation: once per loop site whose iterations take under 2 us in
+    /// their epochs, so that the site can tell whether tracking them costs more
+    /// than a second thread gains.
+    pub in_order_measuring: u64,
     /// Violated epochs the loop waited on for longer than `TLS_ZOMBIE_WARN_MS` (2 s by
     /// default) because they reached no tracked access, checkpoint or poll: *zombies*
     /// stuck in plain code on the stale data they read (each one is also named on
@@ -187,6 +192,16 @@ pub struct LoopReport {
     pub predicted_speedup: Option<Vec<(usize, f64)>>,
 }
 
+/// The end of the "held back" line: the epochs run in order to measure the plain
+/// loop's cost, if any.
+pub(crate) fn measuring_note(epochs: u64) -> String {
+    if epochs == 0 {
+        String::new()
+    } else {
+        format!(", {epochs} to measure what an iteration costs without speculation")
+    }
+}
+
 impl fmt::Display for LoopReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total = (self.busy + self.wasted + self.wait + self.idle).as_secs_f64();
@@ -218,9 +233,10 @@ impl fmt::Display for LoopReport {
             writeln!(
                 f,
                 "  held back: {} epochs in order because speculation did not pay, {} \
-                 because no worker thread was free (starting, or busy with other loops)",
-                self.in_order_epochs - self.in_order_no_workers,
-                self.in_order_no_workers
+                 because no worker thread was free (starting, or busy with other loops){}",
+                self.in_order_epochs - self.in_order_no_workers - self.in_order_measuring,
+                self.in_order_no_workers,
+                measuring_note(self.in_order_measuring)
             )?;
         }
         writeln!(
@@ -315,6 +331,7 @@ pub(crate) struct ThreadStats {
     pub(crate) squashed: u64,
     pub(crate) in_order_epochs: u64,
     pub(crate) in_order_no_workers: u64,
+    pub(crate) in_order_measuring: u64,
     pub(crate) stuck_zombies: u64,
     /// Tracked accesses of the committed epochs (for where in its epoch a load is).
     pub(crate) accesses: u64,
@@ -393,6 +410,7 @@ impl ThreadStats {
         self.squashed += other.squashed;
         self.in_order_epochs += other.in_order_epochs;
         self.in_order_no_workers += other.in_order_no_workers;
+        self.in_order_measuring += other.in_order_measuring;
         self.stuck_zombies += other.stuck_zombies;
         self.accesses += other.accesses;
         self.busy += other.busy;
@@ -488,6 +506,7 @@ impl ThreadStats {
             squashed: self.squashed,
             in_order_epochs: self.in_order_epochs,
             in_order_no_workers: self.in_order_no_workers,
+            in_order_measuring: self.in_order_measuring,
             stuck_zombies: self.stuck_zombies,
             wall,
             busy: self.busy,

@@ -27,6 +27,7 @@ struct Totals {
     squashed: u64,
     in_order: u64,
     in_order_no_workers: u64,
+    in_order_measuring: u64,
     stuck_zombies: u64,
     wall: Duration,
     busy: Duration,
@@ -107,6 +108,7 @@ fn record(r: &LoopReport) {
                 squashed: 0,
                 in_order: 0,
                 in_order_no_workers: 0,
+                in_order_measuring: 0,
                 stuck_zombies: 0,
                 wall: Duration::ZERO,
                 busy: Duration::ZERO,
@@ -140,6 +142,7 @@ fn record(r: &LoopReport) {
     t.squashed += r.squashed;
     t.in_order += r.in_order_epochs;
     t.in_order_no_workers += r.in_order_no_workers;
+    t.in_order_measuring += r.in_order_measuring;
     t.stuck_zombies += r.stuck_zombies;
     t.wall += r.wall;
     t.busy += r.busy;
@@ -237,9 +240,10 @@ fn summary(all: &[Totals]) -> String {
             let _ = writeln!(
                 out,
                 "    held back: {} epochs in order because speculation did not pay, {} because \
-                 no worker thread was free",
-                t.in_order - t.in_order_no_workers,
-                t.in_order_no_workers
+                 no worker thread was free{}",
+                t.in_order - t.in_order_no_workers - t.in_order_measuring,
+                t.in_order_no_workers,
+                crate::report::measuring_note(t.in_order_measuring)
             );
         }
         if t.stuck_zombies > 0 {
@@ -297,7 +301,7 @@ fn json(all: &[Totals]) -> String {
             "  {{\"name\": {}, \"location\": {}, \"mode\": \"{}\", \"threads\": {}, \
              \"count\": {}, \"epochs\": {}, \"items\": {}, \
              \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"in_order\": {}, \
-             \"in_order_no_workers\": {}, \"stuck_zombies\": {}, \"wall_ns\": {}, \
+             \"in_order_no_workers\": {}, \"in_order_measuring\": {}, \"stuck_zombies\": {}, \"wall_ns\": {}, \
              \"busy_ns\": {}, \"wasted_ns\": {}, \"unwinding_ns\": {}, \"unwinds\": {}, \
              \"wait_ns\": {}, \"idle_ns\": {}, \"dependences\": [",
             json_str(&t.name),
@@ -316,6 +320,7 @@ fn json(all: &[Totals]) -> String {
             t.squashed,
             t.in_order,
             t.in_order_no_workers,
+            t.in_order_measuring,
             t.stuck_zombies,
             ns(t.wall),
             ns(t.busy),

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 /// The fewest iterations of an in-order stretch that measure the plain loop's cost
 /// per iteration.
-const MIN_MEASURED_ITEMS: u64 = 16;
+pub(crate) const MIN_MEASURED_ITEMS: u64 = 16;
+/// The most iterations a stretch run only to measure that cost takes (see
+/// [`Verdict::Measure`]).
+pub(crate) const MAX_MEASURED_ITEMS: u64 = 4096;
 
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
@@ -84,6 +87,9 @@ pub(crate) enum HeldBack {
     NoWorkers = 0,
     /// A window of speculation gained too little, or most of its epochs rolled back.
     DidNotPay = 1,
+    /// A short stretch measures what an iteration costs without speculation, which
+    /// the site's windows are then judged against (see [`Verdict::Measure`]).
+    Measuring = 2,
 }
 
 /// No window paid since the site last ran in order.
@@ -106,6 +112,14 @@ pub(crate) enum Verdict {
     /// hold the workers, or the OS does not run them), which says nothing about the
     /// loop.
     Alone,
+    /// The window paid by its threads' busy time, but the site has never run in
+    /// order, and its iterations are short enough (under
+    /// [`MEASURE_BELOW`](super::window::MEASURE_BELOW) of epoch time each) that
+    /// tracking may cost more than the second thread gains: run this many
+    /// iterations in order, once, to learn what the plain loop costs. (A loop of
+    /// 10 ns iterations, each updating a `SpecVec` element, kept two threads busy
+    /// at a third of the plain loop's speed and was judged paying on every window.)
+    Measure(u64),
 }
 
 impl Default for LoopSite {
@@ -138,10 +152,10 @@ impl LoopSite {
 
     /// Why the current in-order stretch began.
     pub(crate) fn held_back(&self) -> HeldBack {
-        if self.held_back.load(Relaxed) == HeldBack::NoWorkers as u8 {
-            HeldBack::NoWorkers
-        } else {
-            HeldBack::DidNotPay
+        match self.held_back.load(Relaxed) {
+            0 => HeldBack::NoWorkers,
+            2 => HeldBack::Measuring,
+            _ => HeldBack::DidNotPay,
         }
     }
 
@@ -248,6 +262,16 @@ impl LoopSite {
     /// [`LoopSite::judge`] at time `now` ([`now_ns`]).
     pub(super) fn judge_at(&self, verdict: Verdict, now: u64) {
         let backoff = self.backoff.load(Relaxed);
+        if let Verdict::Measure(items) = verdict {
+            // The window paid as far as it could be judged: what it said stands,
+            // and the backoff with it.
+            self.slow_windows.store(LAST_PAID, Relaxed);
+            self.held_back.store(HeldBack::Measuring as u8, Relaxed);
+            self.in_order_left.store(items.max(1), Relaxed);
+            self.stretch_began.store(now, Relaxed);
+            self.in_order.store(true, Relaxed);
+            return;
+        }
         let state = self.slow_windows.load(Relaxed);
         if verdict == Verdict::SlowOnce && state == LAST_PAID {
             self.slow_windows.store(STRUCK, Relaxed);
@@ -258,6 +282,7 @@ impl LoopSite {
             // Being alone says nothing of the loop: keep what the last verdict said.
             Verdict::Alone => {}
             Verdict::SlowOnce | Verdict::Lost => self.slow_windows.store(PROBING, Relaxed),
+            Verdict::Measure(_) => unreachable!("handled above"),
         }
         // A worker that came during an earlier stretch says nothing about this one.
         self.worker_arrived.store(false, Relaxed);
@@ -272,8 +297,15 @@ impl LoopSite {
             self.stretch_began.store(now, Relaxed);
             self.in_order.store(true, Relaxed);
         } else {
+            // The backoff counts epochs, as the windows that probe speculation do;
+            // an in-order stretch runs one iteration at a time. (Counted in
+            // iterations, a loop of 10 ns iterations, 250 to an epoch, ran a stretch
+            // of 32 iterations between probes of 4,000, and speculated most of
+            // the time at a third of the in-order speed.)
+            let epoch = self.chunk().max(1) as u64;
             self.held_back.store(HeldBack::DidNotPay as u8, Relaxed);
-            self.in_order_left.store(backoff, Relaxed);
+            self.in_order_left
+                .store(backoff.saturating_mul(epoch), Relaxed);
             self.backoff.store((backoff * 2).min(MAX_BACKOFF), Relaxed);
             self.stretch_began.store(now, Relaxed);
             self.in_order.store(true, Relaxed);

@@ -587,3 +587,47 @@ fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_
         site.chunk_for_run(0, 2)
     );
 }
+
+#[test]
+fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_by_it() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    site.chunk.store(250, Relaxed);
+    // A window of 1 ms in which both threads were busy all along (2 ms of epoch
+    // time) and committed 20,000 iterations: 100 ns of epoch time each.
+    let window = |site: &LoopSite, w: &Window, items: u64| {
+        clock.open(w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        let half = tally(WINDOW, items / 2, 0, Duration::from_millis(1));
+        w.vote_at(site, half, true, now);
+        w.vote_at(site, half, false, now);
+    };
+    window(&site, &w, 20_000);
+    // It paid by the threads' busy time, but nothing says what the plain loop
+    // costs: a stretch of about 20 us of it measures that, once.
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::Measuring);
+    assert_eq!(site.in_order_budget(), 200);
+    site.note_in_order(Duration::from_micros(4), 200); // 20 ns an iteration
+    assert!(site.ran_in_order(200), "the measurement is one stretch");
+    assert_eq!(
+        site.backoff.load(Relaxed),
+        MIN_BACKOFF,
+        "nothing failed yet"
+    );
+    // Judged against it, the same windows do not pay (the two threads did in
+    // 1 ms what the plain loop does in 0.4 ms): one more chance, then in order
+    // for the backoff's epochs of the site's chunk.
+    window(&site, &w, 20_000);
+    assert!(!site.in_order(), "a second chance after a window that paid");
+    window(&site, &w, 20_000);
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF * 250);
+    // Iterations of microseconds ask for no measurement.
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    window(&site, &w, 200);
+    assert!(!site.in_order());
+    assert_eq!(site.in_order_per_item(), None);
+}

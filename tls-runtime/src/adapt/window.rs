@@ -2,7 +2,7 @@
 //! judged, when full, on whether speculation pays.
 
 use super::WINDOW;
-use super::site::{LoopSite, Verdict};
+use super::site::{LoopSite, MAX_MEASURED_ITEMS, MIN_MEASURED_ITEMS, Verdict};
 use crate::sync::{Mutex, lock};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -21,6 +21,13 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// is judged without (a parked worker takes tens of microseconds to wake, a new one
 /// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
+/// Iterations whose epochs took less than this each (tracking included) may cost
+/// more speculatively than in order: a site of such a loop that has never run in
+/// order measures the plain loop's cost once (see `Verdict::Measure`).
+pub(crate) const MEASURE_BELOW: Duration = Duration::from_micros(2);
+/// How long a stretch run only to measure the plain loop's cost aims at.
+pub(crate) const MEASURE_FOR: Duration = Duration::from_micros(20);
+
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
 /// (see `workers::nudge_off_this_cpu`): a worker that is not queued behind
 /// the caller joins within tens of microseconds.
@@ -191,11 +198,16 @@ impl Window {
         // still in flight at its edges, a quarter more in a window of 8 epochs a
         // thread; and two threads run each iteration slower than one does.)
         let mut useful = useful as f64;
-        if let Some(per_item) = site.in_order_per_item()
+        let measured = site.in_order_per_item();
+        if let Some(per_item) = measured
             && items > 0
         {
             useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
         }
+        // Epoch time per iteration, when short enough to ask for a measurement.
+        let short_items = (measured.is_none() && items > 0)
+            .then(|| useful / items as f64)
+            .filter(|&per_item| per_item < MEASURE_BELOW.as_nanos() as f64);
         let gain = if wall > 0.0 {
             useful / wall
         } else {
@@ -209,6 +221,11 @@ impl Window {
             Verdict::Lost
         } else if gain < MIN_GAIN {
             Verdict::SlowOnce
+        } else if let Some(per_item) = short_items {
+            // Enough iterations for the clock, however fast the plain loop turns
+            // out to be (the epochs' time per iteration is an upper bound of it).
+            let n = (MEASURE_FOR.as_nanos() as f64 / per_item.max(1.0)).ceil() as u64;
+            Verdict::Measure(n.clamp(MIN_MEASURED_ITEMS, MAX_MEASURED_ITEMS))
         } else {
             Verdict::Paid
         });

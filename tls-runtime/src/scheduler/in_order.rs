@@ -89,8 +89,10 @@ where
         ts.epochs += n;
         ts.items += n;
         ts.in_order_epochs += n;
-        if cause == HeldBack::NoWorkers {
-            ts.in_order_no_workers += n;
+        match cause {
+            HeldBack::NoWorkers => ts.in_order_no_workers += n,
+            HeldBack::Measuring => ts.in_order_measuring += n,
+            HeldBack::DidNotPay => {}
         }
         if let Some(name) = &self.trace {
             let detail = format!("{n} iterations from epoch {first}");
