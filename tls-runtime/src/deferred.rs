@@ -175,16 +175,9 @@ impl<'a, T: Send> Accumulator<'a, T> {
         let busy = &self.busy;
         let apply = move || {
             let target = target;
-            while busy
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                core::hint::spin_loop();
-            }
-            // SAFETY: `busy` gives this update exclusive access; `target` is valid for
-            // 'a (the `new` contract) and 'a outlives this action.
-            op(unsafe { &mut *target.0 });
-            busy.store(false, Ordering::Release);
+            // SAFETY: `target` is valid for 'a (the `new` contract), and 'a outlives
+            // this action.
+            unsafe { apply_locked(busy, target.0, op) }
         };
         if self.nested {
             apply();
@@ -192,6 +185,44 @@ impl<'a, T: Send> Accumulator<'a, T> {
             defer(apply, false);
         }
     }
+
+    /// Applies `update` now if `record` would (outside speculation, or in a loop
+    /// nested in an epoch), and returns `None`; else gives it back. Unlike `record`,
+    /// `update` may borrow anything alive now: it runs before this returns.
+    pub(crate) fn apply_now<F: FnOnce(&mut T)>(&self, update: F) -> Option<F> {
+        if !self.nested && epoch::current().is_some() {
+            return Some(update);
+        }
+        // SAFETY: `target` is valid for 'a (the `new` contract), and the accumulator
+        // is alive.
+        unsafe { apply_locked(&self.busy, self.target, update) };
+        None
+    }
+}
+
+/// Applies `update` to `*target` under the accumulator's `busy` flag.
+///
+/// # Safety
+/// `target` must be valid for the call.
+unsafe fn apply_locked<T>(busy: &AtomicBool, target: *mut T, update: impl FnOnce(&mut T)) {
+    while busy
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        core::hint::spin_loop();
+    }
+    /// Clears `busy` when the update returns or unwinds (an element's `clone` may
+    /// panic, and a body may catch that and go on accumulating).
+    struct Free<'b>(&'b AtomicBool);
+    impl Drop for Free<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let _free = Free(busy);
+    // SAFETY: `busy` gives this update exclusive access; the caller's contract makes
+    // `target` valid.
+    update(unsafe { &mut *target });
 }
 
 struct SendPtr<T>(*mut T);

@@ -324,8 +324,11 @@ fn record_assign(acc: &Ident, b: &syn::ExprBinary, target: TokenStream) -> Token
     let (value, used) = match &*b.right {
         Expr::Reference(r) if r.mutability.is_none() => {
             let borrowed = &r.expr;
+            // Spanned on the user's borrow, so that a type without `ToOwned` (not
+            // `Clone`) is reported there.
+            let at = syn::spanned::Spanned::span(r);
             (
-                quote!(::std::borrow::ToOwned::to_owned(&#borrowed)),
+                quote_spanned!(at=> ::std::borrow::ToOwned::to_owned(&#borrowed)),
                 quote!(&__tls_value),
             )
         }

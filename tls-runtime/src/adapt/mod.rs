@@ -53,7 +53,7 @@ pub(crate) use site::{HeldBack, site_for};
 pub(crate) use synced::SYNC_AFTER;
 pub(crate) use synced::{Stretch, SyncedLoads, wait_until_homefree};
 pub(crate) use votes::Votes;
-pub(crate) use window::Window;
+pub(crate) use window::{MEASURE_FOR, Window};
 
 /// Epochs per decision window.
 pub(crate) const WINDOW: u32 = 8;

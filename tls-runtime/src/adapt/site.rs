@@ -12,10 +12,15 @@ use std::time::{Duration, Instant};
 
 /// The fewest iterations of an in-order stretch that measure the plain loop's cost
 /// per iteration.
-pub(crate) const MIN_MEASURED_ITEMS: u64 = 16;
+const MIN_MEASURED_ITEMS: u64 = 16;
 /// The most iterations a stretch run only to measure that cost takes (see
 /// [`Verdict::Measure`]).
 pub(crate) const MAX_MEASURED_ITEMS: u64 = 4096;
+/// Measuring stretches a site takes, keeping the least cost they measured: one
+/// stretch of 20 us, descheduled or cold for part of it, read 370 ns an iteration of
+/// a loop whose plain iterations take 40, and the site speculated at 55 times the
+/// plain loop's time ever after.
+pub(crate) const MEASURES: u32 = 2;
 
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
@@ -51,6 +56,8 @@ pub struct LoopSite {
     /// never measured): the plain loop's cost, which a window of speculation is
     /// judged against (see `Window::vote_at`).
     in_order_ps_per_item: AtomicU64,
+    /// Measuring stretches taken (see [`MEASURES`]).
+    measures: AtomicU32,
     pub(super) backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     pub(super) chunk: AtomicU32,
@@ -116,7 +123,8 @@ pub(crate) enum Verdict {
     /// order, and its iterations are short enough (under
     /// [`MEASURE_BELOW`](super::window::MEASURE_BELOW) of epoch time each) that
     /// tracking may cost more than the second thread gains: run this many
-    /// iterations in order, once, to learn what the plain loop costs. (A loop of
+    /// iterations in order at most, for [`MEASURE_FOR`](super::window::MEASURE_FOR),
+    /// once, to learn what the plain loop costs. (A loop of
     /// 10 ns iterations, each updating a `SpecVec` element, kept two threads busy
     /// at a third of the plain loop's speed and was judged paying on every window.)
     Measure(u64),
@@ -135,6 +143,7 @@ impl LoopSite {
             in_order: CachePadded::new(AtomicBool::new(false)),
             in_order_left: AtomicU64::new(0),
             in_order_ps_per_item: AtomicU64::new(0),
+            measures: AtomicU32::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
             short_chunk: AtomicU32::new(1),
@@ -167,15 +176,35 @@ impl LoopSite {
 
     /// An in-order stretch ran `items` iterations in `spent`: the plain loop's cost
     /// per iteration, as a running average (a short stretch says little: not
-    /// counted).
+    /// counted, unless it lasted [`MEASURE_FOR`](super::window::MEASURE_FOR), as a
+    /// measuring stretch of long iterations does).
     pub(crate) fn note_in_order(&self, spent: Duration, items: u64) {
-        if items < MIN_MEASURED_ITEMS {
+        if items == 0 || (items < MIN_MEASURED_ITEMS && spent < super::window::MEASURE_FOR) {
             return;
         }
         let now = (spent.as_nanos() as u64).saturating_mul(1000) / items;
         let old = self.in_order_ps_per_item.load(Relaxed);
         let next = if old == 0 { now } else { (old * 3 + now) / 4 };
         self.in_order_ps_per_item.store(next.max(1), Relaxed);
+    }
+
+    /// A measuring stretch ran `items` iterations in `spent` (see
+    /// [`Verdict::Measure`]): the least of such measurements stands (noise only
+    /// makes a measurement longer), averaged with later in-order stretches.
+    pub(crate) fn note_measured(&self, spent: Duration, items: u64) {
+        self.measures.fetch_add(1, Relaxed);
+        let old = self.in_order_ps_per_item.load(Relaxed);
+        self.note_in_order(spent, items);
+        let new = self.in_order_ps_per_item.load(Relaxed);
+        if old != 0 && new > old {
+            self.in_order_ps_per_item.store(old, Relaxed);
+        }
+    }
+
+    /// Whether a window that paid should be followed by a measuring stretch: the
+    /// site has not taken [`MEASURES`] of them.
+    pub(crate) fn wants_measure(&self) -> bool {
+        self.measures.load(Relaxed) < MEASURES
     }
 
     /// What an iteration costs run in order, in nanoseconds, if measured.
@@ -221,9 +250,10 @@ impl LoopSite {
         began != 0 && now.saturating_sub(began) >= MAX_STRETCH.as_nanos() as u64
     }
 
-    /// `n` epochs ran in order; after `backoff` of them, after [`MAX_STRETCH`], or
-    /// once a worker arrived during a stretch held back for want of one, probe
-    /// speculation again. Returns whether speculation resumes now.
+    /// `n` epochs ran in order; after `backoff` of them, after [`MAX_STRETCH`], once
+    /// a worker arrived during a stretch held back for want of one, or after a
+    /// measuring stretch (which ends on the clock), probe speculation again.
+    /// Returns whether speculation resumes now.
     pub(crate) fn ran_in_order(&self, n: u64) -> bool {
         self.ran_in_order_at(n, now_ns())
     }
@@ -233,7 +263,8 @@ impl LoopSite {
     pub(super) fn ran_in_order_at(&self, n: u64, now: u64) -> bool {
         let left = self.in_order_left.load(Relaxed).saturating_sub(n);
         let arrived = self.worker_arrived.load(Relaxed);
-        if left == 0 || arrived || self.stretch_expired_at(now) {
+        let measured = self.held_back() == HeldBack::Measuring;
+        if left == 0 || arrived || measured || self.stretch_expired_at(now) {
             if arrived {
                 self.worker_arrived.store(false, Relaxed);
             }

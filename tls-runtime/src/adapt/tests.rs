@@ -1,7 +1,9 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
-use super::site::{HeldBack, MAX_NAMED_SITES, MIN_BACKOFF, Verdict, site_for};
-use super::window::{MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
+use super::site::{
+    HeldBack, MAX_MEASURED_ITEMS, MAX_NAMED_SITES, MEASURES, MIN_BACKOFF, Verdict, site_for,
+};
+use super::window::{MEASURE_FOR, MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
 use core::panic::Location;
 use std::cell::Cell;
@@ -542,9 +544,11 @@ fn a_window_is_credited_with_at_most_twice_the_in_order_cost_of_its_iterations()
     window(16);
     assert!(site.in_order(), "overhead judged as work");
     // Iterations worth their time are judged as before: 10,000 iterations of
-    // 100 ns in the 2 ms of work.
+    // 100 ns in the 2 ms of work (the site's measuring stretches taken).
     let (site, w2) = (LoopSite::new(), Window::new(2));
-    site.note_in_order(Duration::from_micros(100), 1000);
+    for _ in 0..MEASURES {
+        site.note_measured(Duration::from_micros(100), 1000);
+    }
     clock.open(&w2);
     w2.helper_joined_at(clock.0.get());
     clock.advance(Duration::from_millis(1));
@@ -554,7 +558,7 @@ fn a_window_is_credited_with_at_most_twice_the_in_order_cost_of_its_iterations()
     w2.vote_at(&site, full, false, now);
     assert!(!site.in_order());
     // A stretch too short to measure leaves the measurement as it was.
-    site.note_in_order(Duration::from_micros(100), 4);
+    site.note_in_order(Duration::from_micros(10), 4);
     assert_eq!(site.in_order_per_item(), Some(100.0));
 }
 
@@ -605,11 +609,12 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     };
     window(&site, &w, 20_000);
     // It paid by the threads' busy time, but nothing says what the plain loop
-    // costs: a stretch of about 20 us of it measures that, once.
+    // costs: a stretch of about 20 us of it measures that, once (it ends on the
+    // clock, within a bound of iterations).
     assert!(site.in_order());
     assert_eq!(site.held_back(), HeldBack::Measuring);
-    assert_eq!(site.in_order_budget(), 200);
-    site.note_in_order(Duration::from_micros(4), 200); // 20 ns an iteration
+    assert_eq!(site.in_order_budget(), MAX_MEASURED_ITEMS);
+    site.note_measured(Duration::from_micros(4), 200); // 20 ns an iteration
     assert!(site.ran_in_order(200), "the measurement is one stretch");
     assert_eq!(
         site.backoff.load(Relaxed),
@@ -625,9 +630,29 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     assert!(site.in_order());
     assert_eq!(site.held_back(), HeldBack::DidNotPay);
     assert_eq!(site.in_order_budget(), MIN_BACKOFF * 250);
-    // Iterations of microseconds ask for no measurement.
+    // Iterations of a fifth of a millisecond ask for no measurement.
     let (site, w) = (LoopSite::new(), Window::new(2));
-    window(&site, &w, 200);
+    window(&site, &w, 10);
     assert!(!site.in_order());
     assert_eq!(site.in_order_per_item(), None);
+    // A measuring stretch of long iterations counts once it lasted `MEASURE_FOR`,
+    // however few iterations it ran.
+    site.note_in_order(MEASURE_FOR, 1);
+    assert_eq!(
+        site.in_order_per_item(),
+        Some(MEASURE_FOR.as_nanos() as f64)
+    );
+    let site = LoopSite::new();
+    site.note_in_order(MEASURE_FOR / 2, 1);
+    assert_eq!(site.in_order_per_item(), None);
+    // Of the measuring stretches, the least cost stands (a disturbed one reads
+    // long), and a site takes `MEASURES` of them.
+    let site = LoopSite::new();
+    assert!(site.wants_measure());
+    site.note_measured(Duration::from_micros(20), 1000);
+    site.note_measured(Duration::from_micros(80), 1000);
+    assert_eq!(site.in_order_per_item(), Some(20.0));
+    site.note_measured(Duration::from_micros(10), 1000);
+    assert!(site.in_order_per_item().is_some_and(|ns| ns < 20.0));
+    assert!(!site.wants_measure());
 }

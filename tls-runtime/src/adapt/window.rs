@@ -2,7 +2,7 @@
 //! judged, when full, on whether speculation pays.
 
 use super::WINDOW;
-use super::site::{LoopSite, MAX_MEASURED_ITEMS, MIN_MEASURED_ITEMS, Verdict};
+use super::site::{LoopSite, MAX_MEASURED_ITEMS, Verdict};
 use crate::sync::{Mutex, lock};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -21,11 +21,16 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// is judged without (a parked worker takes tens of microseconds to wake, a new one
 /// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
-/// Iterations whose epochs took less than this each (tracking included) may cost
-/// more speculatively than in order: a site of such a loop that has never run in
-/// order measures the plain loop's cost once (see `Verdict::Measure`).
-pub(crate) const MEASURE_BELOW: Duration = Duration::from_micros(2);
-/// How long a stretch run only to measure the plain loop's cost aims at.
+/// A site whose iterations took less than this each in their epochs (tracking
+/// included) and that has never run in order measures the plain loop's cost once
+/// (see `Verdict::Measure`): tracking may cost more than the second thread gains.
+/// The epoch time says little of the plain cost: 64 tracked reads an iteration took
+/// 5 us in epochs where the plain loop took 75 ns (the reads' lines passed between
+/// the CPUs), so the bound is high; above it, one iteration in order would cost
+/// more than the measurement is worth.
+pub(crate) const MEASURE_BELOW: Duration = Duration::from_micros(100);
+/// How long a stretch run only to measure the plain loop's cost lasts (at least one
+/// iteration; the clock is read after each).
 pub(crate) const MEASURE_FOR: Duration = Duration::from_micros(20);
 
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
@@ -205,7 +210,7 @@ impl Window {
             useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
         }
         // Epoch time per iteration, when short enough to ask for a measurement.
-        let short_items = (measured.is_none() && items > 0)
+        let short_items = (site.wants_measure() && items > 0)
             .then(|| useful / items as f64)
             .filter(|&per_item| per_item < MEASURE_BELOW.as_nanos() as f64);
         let gain = if wall > 0.0 {
@@ -221,11 +226,9 @@ impl Window {
             Verdict::Lost
         } else if gain < MIN_GAIN {
             Verdict::SlowOnce
-        } else if let Some(per_item) = short_items {
-            // Enough iterations for the clock, however fast the plain loop turns
-            // out to be (the epochs' time per iteration is an upper bound of it).
-            let n = (MEASURE_FOR.as_nanos() as f64 / per_item.max(1.0)).ceil() as u64;
-            Verdict::Measure(n.clamp(MIN_MEASURED_ITEMS, MAX_MEASURED_ITEMS))
+        } else if short_items.is_some() {
+            // Timed by the stretch itself (`MEASURE_FOR`), at most this many.
+            Verdict::Measure(MAX_MEASURED_ITEMS)
         } else {
             Verdict::Paid
         });

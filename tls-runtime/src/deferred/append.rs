@@ -17,8 +17,7 @@
 //! one more reference), so the macro needs no type information.
 
 use super::Accumulator;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};
-use std::hash::{BuildHasher, Hash};
+use std::collections::{BTreeMap, BTreeSet, LinkedList, VecDeque};
 
 /// A collection that a part (a new, empty value appended to in an iteration) is
 /// appended to at commit, with the effect of the appends the part received.
@@ -51,27 +50,12 @@ impl Merge for String {
     }
 }
 
-impl<T: Ord> Merge for BinaryHeap<T> {
-    fn merge(&mut self, mut part: Self) {
-        self.append(&mut part);
-    }
-}
-
-// The maps and sets: a part holds each key once, with the value of the last insert
-// of it, and keeps the first of equal keys, as the variable does: appended, it gives
-// the variable what the sequential inserts would have.
-impl<K: Eq + Hash, V, S: BuildHasher + Default> Merge for HashMap<K, V, S> {
-    fn merge(&mut self, part: Self) {
-        self.extend(part);
-    }
-}
-
-impl<T: Eq + Hash, S: BuildHasher + Default> Merge for HashSet<T, S> {
-    fn merge(&mut self, part: Self) {
-        self.extend(part);
-    }
-}
-
+// The B-tree maps and sets: a part holds each key once, with the value of the last
+// insert of it, and keeps the first of equal keys, as the variable does; appended, it
+// gives the variable what the sequential inserts would have, and the order they iterate
+// in is the keys'. Not the hash maps and sets, nor `BinaryHeap`: the order they iterate
+// in (and a heap's order of equal elements) depends on the order of the inserts, which
+// a part's append changes.
 impl<K: Ord, V> Merge for BTreeMap<K, V> {
     fn merge(&mut self, mut part: Self) {
         self.append(&mut part);
@@ -96,9 +80,13 @@ pub trait AppendToPart<T> {
 impl<T: Merge + Send> AppendToPart<T> for Appending<'_, '_, T> {
     #[inline]
     fn append_with<F: FnOnce(&mut T)>(&self, update: F) {
-        let mut part = T::default();
-        update(&mut part);
-        self.0.record(move |t| t.merge(part));
+        // Outside speculation (a loop run in order, one thread) the update applies
+        // to the variable at once, and needs no part (an allocation per update).
+        if let Some(update) = self.0.apply_now(update) {
+            let mut part = T::default();
+            update(&mut part);
+            self.0.record(move |t| t.merge(part));
+        }
     }
 }
 
@@ -148,14 +136,14 @@ mod tests {
         assert_eq!(v, [9, b'0', b'1', b'2']);
         // The last insert of a key wins, as in the sequential loop.
         let m = appended(
-            HashMap::from([(1, String::new())]),
+            BTreeMap::from([(1, String::new())]),
             [
                 |t, l| t.extend([(1, l.to_string()), (2, l.to_string())]),
                 |t, l| t.extend([(2, format!("{l}!"))]),
                 |_, _| {},
             ],
         );
-        assert_eq!(m, HashMap::from([(1, "0".into()), (2, "1!".into())]));
+        assert_eq!(m, BTreeMap::from([(1, "0".into()), (2, "1!".into())]));
         let b = appended(BTreeSet::from([5]), [|t, l| t.extend(l.bytes()); 3]);
         assert_eq!(b, BTreeSet::from([5, b'0', b'1', b'2']));
     }

@@ -4,7 +4,7 @@
 
 use super::claim::Claim;
 use super::{LoopEnding, Shared};
-use crate::adapt::HeldBack;
+use crate::adapt::{HeldBack, MEASURE_FOR};
 use crate::control::{Control, Step, run_iteration};
 use crate::report::ThreadStats;
 use crate::run::in_order_body;
@@ -34,12 +34,15 @@ where
         // in-order stretch at once and touch the shared words (site, watermark) only
         // at its end, not once per iteration.
         let budget = self.site.in_order_budget();
-        // A stretch held back for want of a worker ends early when one arrives.
+        // A stretch held back for want of a worker ends early when one arrives; one
+        // that measures the plain loop's cost ends after `MEASURE_FOR`.
         let watch = self.site.held_back() == HeldBack::NoWorkers;
+        let measuring = self.site.held_back() == HeldBack::Measuring;
         let mut n = 0;
         let mut ended = false;
         while n < budget
             && !(watch && self.site.stretch_cut_short())
+            && !(measuring && n > 0 && t0.elapsed() >= MEASURE_FOR)
             // A clock read every 64 iterations, not each.
             && !(n % 64 == 63 && self.site.stretch_expired())
         {
@@ -79,7 +82,11 @@ where
         if !ended {
             self.watermark.store(c.next, Ordering::Release);
         }
-        self.site.note_in_order(t0.elapsed(), n);
+        if measuring {
+            self.site.note_measured(t0.elapsed(), n);
+        } else {
+            self.site.note_in_order(t0.elapsed(), n);
+        }
         let cause = self.site.held_back();
         if self.site.ran_in_order(n) {
             // Speculation resumes: a new window, and the workers back.
