@@ -7,7 +7,7 @@
 //! reads and writes a shared `SpecVec`, so that updates of rolled-back attempts are
 //! thrown away).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use tls_runtime::{SpecVec, inject_violations};
 
 /// Busy work, so epochs overlap.
@@ -34,6 +34,7 @@ impl Lines {
 type Collected = (
     Vec<u64>,
     Vec<u64>,
+    BTreeSet<u64>,
     HashSet<u64>,
     VecDeque<u64>,
     BTreeMap<u64, String>,
@@ -86,7 +87,8 @@ twins! {
     ) -> Collected {
         let mut refs = Vec::new();
         let mut slices = Vec::new();
-        let mut set = HashSet::new();
+        let mut set = BTreeSet::new();
+        let mut hashed = HashSet::new();
         let mut queue = VecDeque::new();
         let mut names = BTreeMap::new();
         let mut sum = 0u64;
@@ -96,6 +98,8 @@ twins! {
             refs.extend(local.iter());
             slices.extend_from_slice(&local);
             set.extend(&local);
+            // Not given a part (its order depends on the inserts'): owned items.
+            hashed.extend(local.iter().copied());
             queue.extend(local.iter().rev());
             let label = format!("{x}:{}", w % 9);
             names.extend([(w % 40, label.clone())]);
@@ -105,7 +109,7 @@ twins! {
                 shared.update((x % 8) as usize, |s| *s += 1);
             }
         }
-        (refs, slices, set, queue, names, sum)
+        (refs, slices, set, hashed, queue, names, sum)
     }
 }
 

@@ -5,12 +5,15 @@
 //! borrows the iteration's own data (a local `String`, a temporary from `format!`) is
 //! gone by then, and [`Accumulator::record`] refuses such an update at compile time.
 //! The sequential program may borrow there because these methods copy what they are
-//! given. So, for the standard collections, the update is applied at once to a new,
-//! empty value of the variable's type (the *part*), which copies what it borrows
-//! while it is there, and the commit appends the part to the variable: the same
-//! elements in the same order as the sequential loop's call, in a map or a set the
-//! same entries. For other types (anything that is not [`Merge`]) the update is
-//! recorded as it is, and a borrow of the iteration's data stays a compile error.
+//! given. So, for the standard collections whose contents do not depend on the
+//! order of inserts (the sequences, and the B-tree maps and sets, which iterate in
+//! key order), the update is applied at once to a new, empty value of the variable's
+//! type (the *part*), which copies what it borrows while it is there, and the commit
+//! appends the part to the variable: the same elements in the same order as the
+//! sequential loop's call. Outside speculation the update applies to the variable
+//! at once, with no part. For other types (anything that is not [`Merge`]) the
+//! update is recorded as it is, and a borrow of the iteration's data stays a compile
+//! error.
 //!
 //! The choice is made by method resolution at the call (`(&Appending(acc)).append_with(f)`
 //! finds [`AppendToPart`] when the type is `Merge`, else [`AppendInPlace`] through
