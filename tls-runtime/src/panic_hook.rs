@@ -47,6 +47,23 @@ thread_local! {
     static CLAIMING: Cell<bool> = const { Cell::new(false) };
     /// The message of a panic of the items iterator taken ahead, held back.
     static CLAIM_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// Whether this thread drops what a thrown-away attempt left ([`discard`]).
+    static DISCARDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Drops `items`, closures a rolled-back or squashed attempt recorded for its commit
+/// (or those after one that panicked at commit), which the sequential program never
+/// drops unrun: it runs them where they are made. A panic of a value they own (a
+/// guard whose `Drop` panics unless it was used) is the runtime's doing, not the
+/// program's: each drop is caught, and the hook reports nothing. Dropped together,
+/// the first such panic dropped the rest while unwinding, and the next one aborted
+/// the process.
+pub(crate) fn discard<T>(items: impl IntoIterator<Item = T>) {
+    let was = DISCARDING.with(|d| d.replace(true));
+    for item in items {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(item)));
+    }
+    DISCARDING.with(|d| d.set(was));
 }
 
 /// Calls `next` (the loop's items iterator, taken ahead of the epochs that run the
@@ -124,6 +141,9 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            if DISCARDING.with(Cell::get) {
+                return;
+            }
             if CLAIMING.with(Cell::get) {
                 let thread = std::thread::current();
                 let name = thread.name().unwrap_or("<unnamed>");

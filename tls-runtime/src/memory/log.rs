@@ -238,15 +238,17 @@ fn run_actions(
         // with the locks it holds, which neither setting changes.
         let _plain = CurrentGuard::set(None);
         crate::escape::escaped(|| {
-            // Drained, so that the list's memory goes back to this thread's spare
-            // (the actions after one that panicked are dropped unrun with the drain).
-            for (k, d) in actions.drain(..).enumerate() {
+            // Drained, so that the list's memory goes back to this thread's spare.
+            let mut actions = actions.drain(..).enumerate();
+            for (k, d) in &mut actions {
                 before(d.writes_before, drops);
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| d.run.call())) {
                     panicked = Some((k, p));
                     break;
                 }
             }
+            // The actions after one that panicked, never run.
+            crate::panic_hook::discard(actions.map(|(_, d)| d));
         });
     }
     ACTION_LISTS.give(actions);
@@ -318,7 +320,7 @@ pub(crate) fn undo_to(cx: &EpochCx, target: u32) {
         commits.split_off(keep)
     };
     cx.recount_delayed_calls();
-    drop(dropped_actions);
+    crate::panic_hook::discard(dropped_actions);
     let discarded: Vec<_> = {
         let mut writes = cx.writes.borrow_mut();
         let keep = writes.partition_point(|w| w.segment < target);
