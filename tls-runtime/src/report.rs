@@ -151,9 +151,10 @@ pub struct LoopReport {
     /// other loops. They say nothing about the loop itself.
     pub in_order_no_workers: u64,
     /// Of `in_order_epochs`, those run in order to measure what an iteration costs
-    /// without speculation: once per loop site whose iterations take under 100 us in
-    /// their epochs (a stretch of about 20 us), so that the site can tell whether
-    /// tracking them costs more than a second thread gains.
+    /// without speculation: twice per loop site whose iterations take under 100 us in
+    /// their epochs (stretches of about 20 us, once the site has speculated for
+    /// 10 ms), so that the site can tell whether tracking them costs more than a
+    /// second thread gains.
     pub in_order_measuring: u64,
     /// Violated epochs the loop waited on for longer than `TLS_ZOMBIE_WARN_MS` (2 s by
     /// default) because they reached no tracked access, checkpoint or poll: *zombies*

@@ -21,6 +21,11 @@ pub(crate) const MAX_MEASURED_ITEMS: u64 = 4096;
 /// a loop whose plain iterations take 40, and the site speculated at 55 times the
 /// plain loop's time ever after.
 pub(crate) const MEASURES: u32 = 2;
+/// Speculation a site runs (judged windows' wall time, over all its runs) before it
+/// measures: a measuring stretch costs a drain and the second thread's time, 5-10%
+/// of a first run of a few milliseconds (the `first_run` bench), and about 1% of what
+/// the site has run by then.
+pub(crate) const MEASURE_AFTER: Duration = Duration::from_millis(10);
 
 /// First in-order stretch after speculation failed, in epochs.
 pub(crate) const MIN_BACKOFF: u64 = 32;
@@ -58,6 +63,9 @@ pub struct LoopSite {
     in_order_ps_per_item: AtomicU64,
     /// Measuring stretches taken (see [`MEASURES`]).
     measures: AtomicU32,
+    /// Wall time of the windows judged so far, in nanoseconds (see
+    /// [`MEASURE_AFTER`]).
+    speculated_ns: AtomicU64,
     pub(super) backoff: AtomicU64,
     /// Iterations per epoch chosen by the runtime (when the loop does not set one).
     pub(super) chunk: AtomicU32,
@@ -144,6 +152,7 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             in_order_ps_per_item: AtomicU64::new(0),
             measures: AtomicU32::new(0),
+            speculated_ns: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
             short_chunk: AtomicU32::new(1),
@@ -201,10 +210,12 @@ impl LoopSite {
         }
     }
 
-    /// Whether a window that paid should be followed by a measuring stretch: the
-    /// site has not taken [`MEASURES`] of them.
-    pub(crate) fn wants_measure(&self) -> bool {
-        self.measures.load(Relaxed) < MEASURES
+    /// Whether a window that paid, of `wall` nanoseconds, should be followed by a
+    /// measuring stretch: the site has speculated for [`MEASURE_AFTER`] and not
+    /// taken [`MEASURES`] of them.
+    pub(crate) fn wants_measure(&self, wall: f64) -> bool {
+        let total = self.speculated_ns.fetch_add(wall as u64, Relaxed) + wall as u64;
+        self.measures.load(Relaxed) < MEASURES && total >= MEASURE_AFTER.as_nanos() as u64
     }
 
     /// What an iteration costs run in order, in nanoseconds, if measured.

@@ -1,7 +1,8 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
 use super::site::{
-    HeldBack, MAX_MEASURED_ITEMS, MAX_NAMED_SITES, MEASURES, MIN_BACKOFF, Verdict, site_for,
+    HeldBack, MAX_MEASURED_ITEMS, MAX_NAMED_SITES, MEASURE_AFTER, MEASURES, MIN_BACKOFF, Verdict,
+    site_for,
 };
 use super::window::{MEASURE_FOR, MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
@@ -596,18 +597,20 @@ fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_
 fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_by_it() {
     let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
     site.chunk.store(250, Relaxed);
-    // A window of 1 ms in which both threads were busy all along (2 ms of epoch
-    // time) and committed 20,000 iterations: 100 ns of epoch time each.
+    // A window of `MEASURE_AFTER` in which both threads were busy all along and
+    // committed `items` iterations.
     let window = |site: &LoopSite, w: &Window, items: u64| {
         clock.open(w);
         w.helper_joined_at(clock.0.get());
-        clock.advance(Duration::from_millis(1));
+        clock.advance(MEASURE_AFTER);
         let now = clock.0.get();
-        let half = tally(WINDOW, items / 2, 0, Duration::from_millis(1));
+        let half = tally(WINDOW, items / 2, 0, MEASURE_AFTER);
         w.vote_at(site, half, true, now);
         w.vote_at(site, half, false, now);
     };
-    window(&site, &w, 20_000);
+    // 100 ns of epoch time an iteration.
+    let items = 2 * MEASURE_AFTER.as_nanos() as u64 / 100;
+    window(&site, &w, items);
     // It paid by the threads' busy time, but nothing says what the plain loop
     // costs: a stretch of about 20 us of it measures that, once (it ends on the
     // clock, within a bound of iterations).
@@ -621,20 +624,30 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
         MIN_BACKOFF,
         "nothing failed yet"
     );
-    // Judged against it, the same windows do not pay (the two threads did in
-    // 1 ms what the plain loop does in 0.4 ms): one more chance, then in order
-    // for the backoff's epochs of the site's chunk.
-    window(&site, &w, 20_000);
+    // Judged against it, the same windows do not pay (the two threads did in a
+    // window what the plain loop does in 0.4 of it): one more chance, then in
+    // order for the backoff's epochs of the site's chunk.
+    window(&site, &w, items);
     assert!(!site.in_order(), "a second chance after a window that paid");
-    window(&site, &w, 20_000);
+    window(&site, &w, items);
     assert!(site.in_order());
     assert_eq!(site.held_back(), HeldBack::DidNotPay);
     assert_eq!(site.in_order_budget(), MIN_BACKOFF * 250);
-    // Iterations of a fifth of a millisecond ask for no measurement.
+    // Iterations of a fifth of a millisecond ask for no measurement, and neither
+    // does a site that has speculated less than `MEASURE_AFTER` (a first run of a
+    // few milliseconds).
     let (site, w) = (LoopSite::new(), Window::new(2));
-    window(&site, &w, 10);
+    window(&site, &w, 2 * MEASURE_AFTER.as_micros() as u64 / 200);
     assert!(!site.in_order());
     assert_eq!(site.in_order_per_item(), None);
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    clock.advance(MEASURE_AFTER / 2);
+    let half = tally(WINDOW, items / 4, 0, MEASURE_AFTER / 2);
+    w.vote_at(&site, half, true, clock.0.get());
+    w.vote_at(&site, half, false, clock.0.get());
+    assert!(!site.in_order(), "measured before it had speculated long");
     // A measuring stretch of long iterations counts once it lasted `MEASURE_FOR`,
     // however few iterations it ran.
     site.note_in_order(MEASURE_FOR, 1);
@@ -648,11 +661,11 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     // Of the measuring stretches, the least cost stands (a disturbed one reads
     // long), and a site takes `MEASURES` of them.
     let site = LoopSite::new();
-    assert!(site.wants_measure());
+    assert!(site.wants_measure(MEASURE_AFTER.as_nanos() as f64));
     site.note_measured(Duration::from_micros(20), 1000);
     site.note_measured(Duration::from_micros(80), 1000);
     assert_eq!(site.in_order_per_item(), Some(20.0));
     site.note_measured(Duration::from_micros(10), 1000);
     assert!(site.in_order_per_item().is_some_and(|ns| ns < 20.0));
-    assert!(!site.wants_measure());
+    assert!(!site.wants_measure(0.0));
 }

@@ -210,7 +210,7 @@ impl Window {
             useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
         }
         // Epoch time per iteration, when short enough to ask for a measurement.
-        let short_items = (site.wants_measure() && items > 0)
+        let short_items = (site.wants_measure(wall) && items > 0)
             .then(|| useful / items as f64)
             .filter(|&per_item| per_item < MEASURE_BELOW.as_nanos() as f64);
         let gain = if wall > 0.0 {
