@@ -6,7 +6,9 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 mod append;
-pub use append::{AppendInPlace, AppendToPart, Appending, Merge};
+pub use append::{
+    AppendInPlace, AppendToPart, Appending, Borrowed, KeepBorrow, KeepCopy, KeptBorrow, Merge,
+};
 
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the
 /// plain-function form of `#[on_commit]`.

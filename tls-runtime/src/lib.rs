@@ -426,7 +426,10 @@ pub use tls_macros::on_commit;
 /// Support for the code the macros generate. Not a public interface.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::deferred::{Accumulator, AppendInPlace, AppendToPart, Appending, Merge};
+    pub use crate::deferred::{
+        Accumulator, AppendInPlace, AppendToPart, Appending, Borrowed, KeepBorrow, KeepCopy,
+        KeptBorrow, Merge,
+    };
     pub use crate::escape::{EscapeLock, escape, escape_checked, on_violation};
     #[allow(unused_imports)]
     pub use crate::macro_support::*;

@@ -30,6 +30,20 @@ impl Lines {
     }
 }
 
+/// A reading without a copy (not `Clone`): `total += &readings[i]` keeps the borrow,
+/// of the caller's slice, which outlives the loop.
+pub struct Reading(u64);
+
+/// Adds readings it is given by reference.
+#[derive(Default, Debug, PartialEq)]
+pub struct Total(u64);
+
+impl std::ops::AddAssign<&Reading> for Total {
+    fn add_assign(&mut self, r: &Reading) {
+        self.0 = self.0.wrapping_mul(31).wrapping_add(r.0);
+    }
+}
+
 /// What `collections` builds.
 type Collected = (
     Vec<u64>,
@@ -111,6 +125,18 @@ twins! {
         }
         (refs, slices, set, hashed, queue, names, sum)
     }
+
+    pub(super) fn readings(readings: &[Reading], shared: &SpecVec<u64>, threads: usize) -> Total {
+        let mut total = Total::default();
+        for i in 0..readings.len() {
+            let w = work(i as u64) + shared.get(i % 8);
+            total += &readings[(w % readings.len() as u64) as usize];
+            if w.is_multiple_of(3) {
+                shared.set(i % 8, w % 5);
+            }
+        }
+        total
+    }
 }
 
 #[test]
@@ -118,21 +144,29 @@ fn borrowed_arguments_of_accumulations_give_the_sequential_result() {
     let xs: Vec<u64> = (0..2000).collect();
     let fresh = || SpecVec::from(vec![0u64; 8]);
     let (s, c) = (fresh(), fresh());
-    let expected = (plain::strings(&xs, &s, 1), plain::collections(&xs, &c, 1));
-    let expected_shared = (s.into_vec(), c.into_vec());
+    let readings: Vec<Reading> = (0..500).map(Reading).collect();
+    let r = fresh();
+    let expected = (
+        plain::strings(&xs, &s, 1),
+        plain::collections(&xs, &c, 1),
+        plain::readings(&readings, &r, 1),
+    );
+    let expected_shared = (s.into_vec(), c.into_vec(), r.into_vec());
     for inject in [0, 150_000] {
         for threads in [1, 2, 4] {
             for round in 0..3 {
-                let (s, c) = (fresh(), fresh());
+                let (s, c, r) = (fresh(), fresh(), fresh());
                 inject_violations(inject);
                 let got = (
                     annotated::strings(&xs, &s, threads),
                     annotated::collections(&xs, &c, threads),
+                    annotated::readings(&readings, &r, threads),
                 );
                 inject_violations(0);
                 let what = format!("threads {threads}, injected {inject}, round {round}");
                 assert_eq!(got, expected, "{what}");
-                assert_eq!((s.into_vec(), c.into_vec()), expected_shared, "{what}");
+                let shared = (s.into_vec(), c.into_vec(), r.into_vec());
+                assert_eq!(shared, expected_shared, "{what}");
             }
         }
     }

@@ -304,9 +304,11 @@ fn try_as_step(t: &syn::ExprTry) -> TokenStream {
 }
 
 /// `total += x` as a recorded accumulation into `target` (the accumulator's `&mut`).
-/// A right side written as a borrow (`text += &s`, `sum += &*boxed`) is copied at
-/// the call (`ToOwned`), and the update borrows the copy: the borrowed value may be
-/// the iteration's own, gone when the update runs at commit.
+/// A right side written as a borrow (`text += &s`, `sum += &*boxed`) is kept as a
+/// copy where its type has one (`ToOwned`), and the update borrows the copy: the
+/// borrowed value may be the iteration's own, gone when the update runs at commit;
+/// a type without one keeps the borrow, which must then outlive the loop (see
+/// `tls-runtime`'s `deferred/append.rs`, `Borrowed`).
 ///
 /// ```text
 /// // Before
@@ -314,22 +316,29 @@ fn try_as_step(t: &syn::ExprTry) -> TokenStream {
 /// text += &s
 /// // After
 /// { let v = x; __tls_acc_total.record(move |t| { (*t) += v; }) }
-/// { let v = ToOwned::to_owned(&s); __tls_acc_text.record(move |t| { (*t) += &v; }) }
+/// { let v = (&Borrowed(&s)).keep(); __tls_acc_text.record(move |t| { (*t) += v.get(); }) }
 /// ```
 fn record_assign(acc: &Ident, b: &syn::ExprBinary, target: TokenStream) -> TokenStream {
     let op = &b.op;
     let span = syn::spanned::Spanned::span(b);
     let acc = Ident::new(&acc.to_string(), span);
     let record = quote_spanned!(span=> #acc.record);
+    let rt = rt();
     let (value, used) = match &*b.right {
         Expr::Reference(r) if r.mutability.is_none() => {
             let borrowed = &r.expr;
-            // Spanned on the user's borrow, so that a type without `ToOwned` (not
-            // `Clone`) is reported there.
             let at = syn::spanned::Spanned::span(r);
+            // Spanned on the user's borrow, so that a borrow of the iteration's own
+            // value that must be kept (its type has no copy) is reported there.
+            let keep = quote_spanned!(at=> keep);
+            let borrow = quote_spanned!(at=> &#borrowed);
             (
-                quote_spanned!(at=> ::std::borrow::ToOwned::to_owned(&#borrowed)),
-                quote!(&__tls_value),
+                quote! {{
+                    #[allow(unused_imports)]
+                    use #rt::{KeepBorrow as _, KeepCopy as _};
+                    (&#rt::Borrowed(#borrow)).#keep()
+                }},
+                quote!(#rt::KeptBorrow::get(&__tls_value)),
             )
         }
         right => (quote!(#right), quote!(__tls_value)),

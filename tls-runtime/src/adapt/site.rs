@@ -127,12 +127,12 @@ pub(crate) enum Verdict {
     /// hold the workers, or the OS does not run them), which says nothing about the
     /// loop.
     Alone,
-    /// The window paid by its threads' busy time, but the site has never run in
-    /// order, and its iterations are short enough (under
+    /// The window paid by its threads' busy time, but the site has not taken its
+    /// [`MEASURES`] measurements yet, and its iterations are short enough (under
     /// [`MEASURE_BELOW`](super::window::MEASURE_BELOW) of epoch time each) that
     /// tracking may cost more than the second thread gains: run this many
     /// iterations in order at most, for [`MEASURE_FOR`](super::window::MEASURE_FOR),
-    /// once, to learn what the plain loop costs. (A loop of
+    /// to learn what the plain loop costs. (A loop of
     /// 10 ns iterations, each updating a `SpecVec` element, kept two threads busy
     /// at a third of the plain loop's speed and was judged paying on every window.)
     Measure(u64),
@@ -210,12 +210,17 @@ impl LoopSite {
         }
     }
 
-    /// Whether a window that paid, of `wall` nanoseconds, should be followed by a
-    /// measuring stretch: the site has speculated for [`MEASURE_AFTER`] and not
-    /// taken [`MEASURES`] of them.
-    pub(crate) fn wants_measure(&self, wall: f64) -> bool {
-        let total = self.speculated_ns.fetch_add(wall as u64, Relaxed) + wall as u64;
-        self.measures.load(Relaxed) < MEASURES && total >= MEASURE_AFTER.as_nanos() as u64
+    /// A window of `wall` nanoseconds with a worker in it was judged.
+    pub(crate) fn speculated(&self, wall: f64) {
+        self.speculated_ns.fetch_add(wall as u64, Relaxed);
+    }
+
+    /// Whether a window that paid should be followed by a measuring stretch: the
+    /// site has speculated for [`MEASURE_AFTER`] and not taken [`MEASURES`] of
+    /// them.
+    pub(crate) fn wants_measure(&self) -> bool {
+        self.measures.load(Relaxed) < MEASURES
+            && self.speculated_ns.load(Relaxed) >= MEASURE_AFTER.as_nanos() as u64
     }
 
     /// What an iteration costs run in order, in nanoseconds, if measured.
@@ -305,9 +310,10 @@ impl LoopSite {
     pub(super) fn judge_at(&self, verdict: Verdict, now: u64) {
         let backoff = self.backoff.load(Relaxed);
         if let Verdict::Measure(items) = verdict {
-            // The window paid as far as it could be judged: what it said stands,
-            // and the backoff with it.
+            // The window paid as far as it could be judged: as for `Paid`, and a
+            // stretch that measures.
             self.slow_windows.store(LAST_PAID, Relaxed);
+            self.backoff.store(MIN_BACKOFF, Relaxed);
             self.held_back.store(HeldBack::Measuring as u8, Relaxed);
             self.in_order_left.store(items.max(1), Relaxed);
             self.stretch_began.store(now, Relaxed);

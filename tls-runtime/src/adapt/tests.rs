@@ -661,11 +661,12 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     // Of the measuring stretches, the least cost stands (a disturbed one reads
     // long), and a site takes `MEASURES` of them.
     let site = LoopSite::new();
-    assert!(site.wants_measure(MEASURE_AFTER.as_nanos() as f64));
+    site.speculated(MEASURE_AFTER.as_nanos() as f64);
+    assert!(site.wants_measure());
     site.note_measured(Duration::from_micros(20), 1000);
     site.note_measured(Duration::from_micros(80), 1000);
     assert_eq!(site.in_order_per_item(), Some(20.0));
     site.note_measured(Duration::from_micros(10), 1000);
     assert!(site.in_order_per_item().is_some_and(|ns| ns < 20.0));
-    assert!(!site.wants_measure(0.0));
+    assert!(!site.wants_measure());
 }

@@ -22,8 +22,7 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
 /// A site whose iterations took less than this each in their epochs (tracking
-/// included) and that has never run in order measures the plain loop's cost once
-/// (see `Verdict::Measure`): tracking may cost more than the second thread gains.
+/// included) measures the plain loop's cost (see `Verdict::Measure`): tracking may cost more than the second thread gains.
 /// The epoch time says little of the plain cost: 64 tracked reads an iteration took
 /// 5 us in epochs where the plain loop took 75 ns (the reads' lines passed between
 /// the CPUs), so the bound is high; above it, one iteration in order would cost
@@ -210,7 +209,10 @@ impl Window {
             useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
         }
         // Epoch time per iteration, when short enough to ask for a measurement.
-        let short_items = (site.wants_measure(wall) && items > 0)
+        if helpers > 0 {
+            site.speculated(wall);
+        }
+        let short_items = (site.wants_measure() && items > 0)
             .then(|| useful / items as f64)
             .filter(|&per_item| per_item < MEASURE_BELOW.as_nanos() as f64);
         let gain = if wall > 0.0 {

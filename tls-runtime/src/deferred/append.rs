@@ -106,6 +106,66 @@ impl<'a, T: Send> AppendInPlace<'a, T> for &Appending<'_, 'a, T> {
     }
 }
 
+/// The right side of an accumulation written as a borrow (`text += &s`, `sum +=
+/// &*boxed`), kept for the update at commit: a copy where the type has one
+/// ([`ToOwned`]: every `Clone` type, `str`, slices), since the borrowed value may be
+/// the iteration's own; else the borrow itself, which must then outlive the loop
+/// (a value of the caller's, `h += &items[i]`), as the sequential call would not need.
+/// Chosen like [`Appending`]'s path, by method resolution at the call.
+pub struct Borrowed<'r, T: ?Sized>(pub &'r T);
+
+/// A kept right side: the `&T` the update is applied with.
+pub trait KeptBorrow<T: ?Sized> {
+    /// The value, borrowed for the update.
+    fn get(&self) -> &T;
+}
+
+/// A copy of the borrowed value.
+pub struct Copied<O>(O);
+
+impl<T: ?Sized + ToOwned> KeptBorrow<T> for Copied<T::Owned> {
+    #[inline]
+    fn get(&self) -> &T {
+        core::borrow::Borrow::borrow(&self.0)
+    }
+}
+
+/// The borrow itself.
+pub struct Kept<'r, T: ?Sized>(&'r T);
+
+impl<T: ?Sized> KeptBorrow<T> for Kept<'_, T> {
+    #[inline]
+    fn get(&self) -> &T {
+        self.0
+    }
+}
+
+/// Keeps a copy (a [`ToOwned`] type).
+pub trait KeepCopy<T: ?Sized + ToOwned> {
+    /// The copy.
+    fn keep(&self) -> Copied<T::Owned>;
+}
+
+impl<T: ?Sized + ToOwned> KeepCopy<T> for Borrowed<'_, T> {
+    #[inline]
+    fn keep(&self) -> Copied<T::Owned> {
+        Copied(self.0.to_owned())
+    }
+}
+
+/// Keeps the borrow (any other type).
+pub trait KeepBorrow<'r, T: ?Sized> {
+    /// The borrow.
+    fn keep(&self) -> Kept<'r, T>;
+}
+
+impl<'r, T: ?Sized> KeepBorrow<'r, T> for &Borrowed<'r, T> {
+    #[inline]
+    fn keep(&self) -> Kept<'r, T> {
+        Kept(self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

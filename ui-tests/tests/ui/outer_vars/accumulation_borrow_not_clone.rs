@@ -1,6 +1,7 @@
-// A right side written as a borrow (`a += &x`) is copied at the call, since the
-// update runs at commit, after the iteration: a type that cannot be copied is
-// reported on that borrow.
+// A right side written as a borrow (`a += &x`) is kept as a copy where its type has
+// one, since the update runs at commit, after the iteration; a type without one
+// (not `Clone`) keeps the borrow, which must outlive the loop: a borrow of the
+// iteration's own value is refused, on that borrow.
 use std::ops::AddAssign;
 use tls_runtime::tls_loop;
 
