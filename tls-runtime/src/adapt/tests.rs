@@ -1,10 +1,7 @@
 //! The adaptive policy's tests: windows replayed on a clock of their own.
 
-use super::site::{
-    HeldBack, MAX_MEASURED_ITEMS, MAX_NAMED_SITES, MEASURE_AFTER, MEASURES, MIN_BACKOFF, Verdict,
-    site_for,
-};
-use super::window::{MEASURE_FOR, MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
+use super::site::{HeldBack, MAX_NAMED_SITES, MIN_BACKOFF, Verdict, site_for};
+use super::window::{MIN_WINDOW, Tally, WAIT_FOR_HELPERS};
 use super::{LoopSite, WINDOW, Window};
 use core::panic::Location;
 use std::cell::Cell;
@@ -515,55 +512,6 @@ fn a_site_that_synchronizes_a_load_runs_one_iteration_an_epoch() {
 }
 
 #[test]
-fn a_window_is_credited_with_at_most_twice_the_in_order_cost_of_its_iterations() {
-    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
-    // The site ran in order: 1,000 iterations in 100 us, 100 ns each.
-    site.note_in_order(Duration::from_micros(100), 1000);
-    assert_eq!(site.in_order_per_item(), Some(100.0));
-    // A window of 1 ms in which both threads were busy all along (2 ms of epoch
-    // time) but committed 16 one-iteration epochs: 1.6 us of the plain loop's work.
-    // Counted by the epochs' own time it "paid" twice over; it did not.
-    let window = |items: u64| {
-        clock.open(&w);
-        w.helper_joined_at(clock.0.get());
-        clock.advance(Duration::from_millis(1));
-        let now = clock.0.get();
-        w.vote_at(
-            &site,
-            tally(WINDOW, items / 2, 0, Duration::from_millis(1)),
-            true,
-            now,
-        );
-        w.vote_at(
-            &site,
-            tally(WINDOW, items / 2, 0, Duration::from_millis(1)),
-            false,
-            now,
-        );
-    };
-    window(16);
-    window(16);
-    assert!(site.in_order(), "overhead judged as work");
-    // Iterations worth their time are judged as before: 10,000 iterations of
-    // 100 ns in the 2 ms of work (the site's measuring stretches taken).
-    let (site, w2) = (LoopSite::new(), Window::new(2));
-    for _ in 0..MEASURES {
-        site.note_measured(Duration::from_micros(100), 1000);
-    }
-    clock.open(&w2);
-    w2.helper_joined_at(clock.0.get());
-    clock.advance(Duration::from_millis(1));
-    let now = clock.0.get();
-    let full = tally(WINDOW, 5000, 0, Duration::from_millis(1));
-    w2.vote_at(&site, full, true, now);
-    w2.vote_at(&site, full, false, now);
-    assert!(!site.in_order());
-    // A stretch too short to measure leaves the measurement as it was.
-    site.note_in_order(Duration::from_micros(10), 4);
-    assert_eq!(site.in_order_per_item(), Some(100.0));
-}
-
-#[test]
 fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_pays() {
     // Iterations of 2 us: an epoch each pays.
     let site = LoopSite::new();
@@ -593,80 +541,4 @@ fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_
     );
 }
 
-#[test]
-fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_by_it() {
-    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
-    site.chunk.store(250, Relaxed);
-    // A window of `MEASURE_AFTER` in which both threads were busy all along and
-    // committed `items` iterations.
-    let window = |site: &LoopSite, w: &Window, items: u64| {
-        clock.open(w);
-        w.helper_joined_at(clock.0.get());
-        clock.advance(MEASURE_AFTER);
-        let now = clock.0.get();
-        let half = tally(WINDOW, items / 2, 0, MEASURE_AFTER);
-        w.vote_at(site, half, true, now);
-        w.vote_at(site, half, false, now);
-    };
-    // 100 ns of epoch time an iteration.
-    let items = 2 * MEASURE_AFTER.as_nanos() as u64 / 100;
-    window(&site, &w, items);
-    // It paid by the threads' busy time, but nothing says what the plain loop
-    // costs: a stretch of about 20 us of it measures that, once (it ends on the
-    // clock, within a bound of iterations).
-    assert!(site.in_order());
-    assert_eq!(site.held_back(), HeldBack::Measuring);
-    assert_eq!(site.in_order_budget(), MAX_MEASURED_ITEMS);
-    site.note_measured(Duration::from_micros(4), 200); // 20 ns an iteration
-    assert!(site.ran_in_order(200), "the measurement is one stretch");
-    assert_eq!(
-        site.backoff.load(Relaxed),
-        MIN_BACKOFF,
-        "nothing failed yet"
-    );
-    // Judged against it, the same windows do not pay (the two threads did in a
-    // window what the plain loop does in 0.4 of it): one more chance, then in
-    // order for the backoff's epochs of the site's chunk.
-    window(&site, &w, items);
-    assert!(!site.in_order(), "a second chance after a window that paid");
-    window(&site, &w, items);
-    assert!(site.in_order());
-    assert_eq!(site.held_back(), HeldBack::DidNotPay);
-    assert_eq!(site.in_order_budget(), MIN_BACKOFF * 250);
-    // Iterations of a fifth of a millisecond ask for no measurement, and neither
-    // does a site that has speculated less than `MEASURE_AFTER` (a first run of a
-    // few milliseconds).
-    let (site, w) = (LoopSite::new(), Window::new(2));
-    window(&site, &w, 2 * MEASURE_AFTER.as_micros() as u64 / 200);
-    assert!(!site.in_order());
-    assert_eq!(site.in_order_per_item(), None);
-    let (site, w) = (LoopSite::new(), Window::new(2));
-    clock.open(&w);
-    w.helper_joined_at(clock.0.get());
-    clock.advance(MEASURE_AFTER / 2);
-    let half = tally(WINDOW, items / 4, 0, MEASURE_AFTER / 2);
-    w.vote_at(&site, half, true, clock.0.get());
-    w.vote_at(&site, half, false, clock.0.get());
-    assert!(!site.in_order(), "measured before it had speculated long");
-    // A measuring stretch of long iterations counts once it lasted `MEASURE_FOR`,
-    // however few iterations it ran.
-    site.note_in_order(MEASURE_FOR, 1);
-    assert_eq!(
-        site.in_order_per_item(),
-        Some(MEASURE_FOR.as_nanos() as f64)
-    );
-    let site = LoopSite::new();
-    site.note_in_order(MEASURE_FOR / 2, 1);
-    assert_eq!(site.in_order_per_item(), None);
-    // Of the measuring stretches, the least cost stands (a disturbed one reads
-    // long), and a site takes `MEASURES` of them.
-    let site = LoopSite::new();
-    site.speculated(MEASURE_AFTER.as_nanos() as f64);
-    assert!(site.wants_measure());
-    site.note_measured(Duration::from_micros(20), 1000);
-    site.note_measured(Duration::from_micros(80), 1000);
-    assert_eq!(site.in_order_per_item(), Some(20.0));
-    site.note_measured(Duration::from_micros(10), 1000);
-    assert!(site.in_order_per_item().is_some_and(|ns| ns < 20.0));
-    assert!(!site.wants_measure());
-}
+mod in_order_cost;
