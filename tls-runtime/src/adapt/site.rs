@@ -130,12 +130,12 @@ pub(crate) enum Verdict {
     /// The window paid by its threads' busy time, but the site has not taken its
     /// [`MEASURES`] measurements yet, and its iterations are short enough (under
     /// [`MEASURE_BELOW`](super::window::MEASURE_BELOW) of epoch time each) that
-    /// tracking may cost more than the second thread gains: run this many
-    /// iterations in order at most, for [`MEASURE_FOR`](super::window::MEASURE_FOR),
-    /// to learn what the plain loop costs. (A loop of
+    /// tracking may cost more than the second thread gains: run in order for
+    /// [`MEASURE_FOR`](super::window::MEASURE_FOR) (at most [`MAX_MEASURED_ITEMS`]
+    /// iterations) to learn what the plain loop costs. (A loop of
     /// 10 ns iterations, each updating a `SpecVec` element, kept two threads busy
     /// at a third of the plain loop's speed and was judged paying on every window.)
-    Measure(u64),
+    Measure,
 }
 
 impl Default for LoopSite {
@@ -309,13 +309,13 @@ impl LoopSite {
     /// [`LoopSite::judge`] at time `now` ([`now_ns`]).
     pub(super) fn judge_at(&self, verdict: Verdict, now: u64) {
         let backoff = self.backoff.load(Relaxed);
-        if let Verdict::Measure(items) = verdict {
+        if verdict == Verdict::Measure {
             // The window paid as far as it could be judged: as for `Paid`, and a
             // stretch that measures.
             self.slow_windows.store(LAST_PAID, Relaxed);
             self.backoff.store(MIN_BACKOFF, Relaxed);
             self.held_back.store(HeldBack::Measuring as u8, Relaxed);
-            self.in_order_left.store(items.max(1), Relaxed);
+            self.in_order_left.store(MAX_MEASURED_ITEMS, Relaxed);
             self.stretch_began.store(now, Relaxed);
             self.in_order.store(true, Relaxed);
             return;
@@ -330,7 +330,7 @@ impl LoopSite {
             // Being alone says nothing of the loop: keep what the last verdict said.
             Verdict::Alone => {}
             Verdict::SlowOnce | Verdict::Lost => self.slow_windows.store(PROBING, Relaxed),
-            Verdict::Measure(_) => unreachable!("handled above"),
+            Verdict::Measure => unreachable!("handled above"),
         }
         // A worker that came during an earlier stretch says nothing about this one.
         self.worker_arrived.store(false, Relaxed);

@@ -2,7 +2,7 @@
 //! judged, when full, on whether speculation pays.
 
 use super::WINDOW;
-use super::site::{LoopSite, MAX_MEASURED_ITEMS, Verdict};
+use super::site::{LoopSite, Verdict};
 use crate::sync::{Mutex, lock};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -22,14 +22,15 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
 /// A site whose iterations took less than this each in their epochs (tracking
-/// included) measures the plain loop's cost (see `Verdict::Measure`): tracking may cost more than the second thread gains.
+/// included) measures the plain loop's cost (see `Verdict::Measure`): tracking may
+/// cost more than the second thread gains.
 /// The epoch time says little of the plain cost: 64 tracked reads an iteration took
 /// 5 us in epochs where the plain loop took 75 ns (the reads' lines passed between
 /// the CPUs), so the bound is high; above it, one iteration in order would cost
 /// more than the measurement is worth.
 pub(crate) const MEASURE_BELOW: Duration = Duration::from_micros(100);
 /// How long a stretch run only to measure the plain loop's cost lasts (at least one
-/// iteration; the clock is read after each).
+/// iteration; the clock is read after iterations 1, 2, 4, ...).
 pub(crate) const MEASURE_FOR: Duration = Duration::from_micros(20);
 
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
@@ -208,13 +209,13 @@ impl Window {
         {
             useful = useful.min(OVERHEAD_BOUND * items as f64 * per_item);
         }
-        // Epoch time per iteration, when short enough to ask for a measurement.
         if helpers > 0 {
             site.speculated(wall);
         }
-        let short_items = (site.wants_measure() && items > 0)
-            .then(|| useful / items as f64)
-            .filter(|&per_item| per_item < MEASURE_BELOW.as_nanos() as f64);
+        // Iterations short enough (in epoch time) to ask for a measurement.
+        let measure = site.wants_measure()
+            && items > 0
+            && useful / (items as f64) < MEASURE_BELOW.as_nanos() as f64;
         let gain = if wall > 0.0 {
             useful / wall
         } else {
@@ -228,9 +229,8 @@ impl Window {
             Verdict::Lost
         } else if gain < MIN_GAIN {
             Verdict::SlowOnce
-        } else if short_items.is_some() {
-            // Timed by the stretch itself (`MEASURE_FOR`), at most this many.
-            Verdict::Measure(MAX_MEASURED_ITEMS)
+        } else if measure {
+            Verdict::Measure
         } else {
             Verdict::Paid
         });
