@@ -36,8 +36,9 @@ where
         let budget = self.site.in_order_budget();
         // A stretch held back for want of a worker ends early when one arrives; one
         // that measures the plain loop's cost ends after `MEASURE_FOR`.
-        let watch = self.site.held_back() == HeldBack::NoWorkers;
-        let measuring = self.site.held_back() == HeldBack::Measuring;
+        let began_as = self.site.held_back();
+        let watch = began_as == HeldBack::NoWorkers;
+        let measuring = began_as == HeldBack::Measuring;
         let mut n = 0;
         let mut ended = false;
         while n < budget
