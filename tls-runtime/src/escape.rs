@@ -89,6 +89,7 @@ pub(crate) fn escaped<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) fn with_raised<R>(counter: &'static LocalKey<Cell<u32>>, f: impl FnOnce() -> R) -> R {
     struct Lower(&'static LocalKey<Cell<u32>>);
     impl Drop for Lower {
+        #[inline]
         fn drop(&mut self) {
             self.0.with(|c| c.set(c.get() - 1));
         }

@@ -542,3 +542,4 @@ fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_
 }
 
 mod in_order_cost;
+mod in_order_stretch;

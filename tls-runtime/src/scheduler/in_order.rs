@@ -40,47 +40,55 @@ where
         let watch = began_as == HeldBack::NoWorkers;
         let measuring = began_as == HeldBack::Measuring;
         let mut n = 0;
-        let mut ended = false;
-        while n < budget
-            && !(watch && self.site.stretch_cut_short())
-            // The clock read after iterations 1, 2, 4, 8, ...: read after each, it
-            // doubled what a stretch of 10 ns iterations measured.
-            && !(measuring && n.is_power_of_two() && t0.elapsed() >= MEASURE_FOR)
-            // A clock read every 64 iterations, not each.
-            && !(n % 64 == 63 && self.site.stretch_expired())
-        {
-            let item = match catch_unwind(AssertUnwindSafe(|| c.iter.next())) {
-                Ok(Some(item)) => item,
-                Ok(None) => {
-                    c.done = true;
-                    self.claimable.store(false, Ordering::Relaxed);
-                    break;
-                }
-                Err(p) => {
+        // Whether the items iterator was running (else the body): says, if the
+        // stretch panics, which of the two did.
+        let mut in_items = false;
+        // One mark and one `catch_unwind` for the whole stretch, not one each per
+        // iteration: for iterations of a few nanoseconds they were most of the
+        // stretch's own cost. The items iterator runs inside the mark too, as on one
+        // thread (a loop it started would refuse it anyway: it runs with the items
+        // iterator's mark).
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            in_order_body(|| {
+                while n < budget
+                    && !(watch && self.site.stretch_cut_short())
+                    // The clock read after iterations 1, 2, 4, 8, ...: read after
+                    // each, it doubled what a stretch of 10 ns iterations measured.
+                    && !(measuring && n.is_power_of_two() && t0.elapsed() >= MEASURE_FOR)
+                    // A clock read every 64 iterations, not each.
+                    && !(n % 64 == 63 && self.site.stretch_expired())
+                {
+                    in_items = true;
+                    let Some(item) = c.iter.next() else {
+                        c.done = true;
+                        self.claimable.store(false, Ordering::Relaxed);
+                        return None;
+                    };
+                    in_items = false;
                     let index = c.next;
                     c.next += 1;
-                    self.end_loop(index, LoopEnding::Panic(p), Some(c));
-                    ended = true;
-                    break;
+                    n += 1;
+                    match run_iteration((self.start)(item), self.step) {
+                        Control::Continue => {}
+                        Control::Break => return Some((index, LoopEnding::Break)),
+                        Control::Return(r) => return Some((index, LoopEnding::Return(r))),
+                    }
                 }
-            };
-            let index = c.next;
-            c.next += 1;
-            n += 1;
-            let run = catch_unwind(AssertUnwindSafe(|| {
-                in_order_body(|| run_iteration((self.start)(item), self.step))
-            }));
-            let ending = match run {
-                Ok(Control::Continue) => None,
-                Ok(Control::Break) => Some(LoopEnding::Break),
-                Ok(Control::Return(r)) => Some(LoopEnding::Return(r)),
-                Err(p) => Some(LoopEnding::Panic(p)),
-            };
-            if let Some(e) = ending {
-                self.end_loop(index, e, Some(c));
-                ended = true;
-                break;
+                None
+            })
+        }));
+        let ending = match run {
+            Ok(ending) => ending,
+            // The iterator panicked producing the item of epoch `c.next`.
+            Err(p) if in_items => {
+                c.next += 1;
+                Some((c.next - 1, LoopEnding::Panic(p)))
             }
+            Err(p) => Some((c.next - 1, LoopEnding::Panic(p))),
+        };
+        let ended = ending.is_some();
+        if let Some((index, e)) = ending {
+            self.end_loop(index, e, Some(c));
         }
         if !ended {
             self.watermark.store(c.next, Ordering::Release);
