@@ -132,3 +132,42 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     assert!(site.in_order_per_item().is_some_and(|ns| ns < 20.0));
     assert!(!site.wants_measure());
 }
+
+#[test]
+fn a_window_slower_than_the_in_order_loop_does_not_pay_whatever_its_threads_did() {
+    let clock = Clock::new();
+    // Windows of 1 ms in which both threads were busy all along (2 ms of epoch
+    // time, which passes `MIN_GAIN` even capped at `OVERHEAD_BOUND` times the
+    // in-order cost) and committed `items` iterations, on a site that measured
+    // 10 ns an iteration in order.
+    let window = |site: &LoopSite, w: &Window, items: u64| {
+        clock.open(w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        let half = tally(WINDOW, items / 2, 0, Duration::from_millis(1));
+        w.vote_at(site, half, true, now);
+        w.vote_at(site, half, false, now);
+    };
+    let measured = || {
+        let site = LoopSite::new();
+        for _ in 0..MEASURES {
+            site.note_measured(Duration::from_micros(10), 1000);
+        }
+        site
+    };
+    // 14 ns an iteration: the plain loop would have taken 0.7 ms. One more chance,
+    // then in order.
+    let (site, w) = (measured(), Window::new(2));
+    window(&site, &w, 71_400);
+    assert!(!site.in_order(), "a second chance after a window that paid");
+    window(&site, &w, 71_400);
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+    // 8 ns an iteration: faster than the plain loop; speculation goes on.
+    let (site, w) = (measured(), Window::new(2));
+    for _ in 0..4 {
+        window(&site, &w, 125_000);
+        assert!(!site.in_order());
+    }
+}
