@@ -21,6 +21,11 @@ pub(crate) const MAX_MEASURED_ITEMS: u64 = 4096;
 /// a loop whose plain iterations take 40, and the site speculated at 55 times the
 /// plain loop's time ever after.
 pub(crate) const MEASURES: u32 = 2;
+/// How many times more or less than before an iteration must cost for the site to
+/// take it as a different loop (see [`LoopSite::forget_stale_cost`]): iterations of
+/// one loop vary, and an epoch's time varies with the machine; a loop called on
+/// other data can cost a hundred times more or less.
+pub(crate) const STALE: u64 = 4;
 /// Speculation a site runs (judged windows' wall time, over all its runs) before it
 /// measures: a measuring stretch costs a drain and the second thread's time, 5-10%
 /// of a first run of a few milliseconds (the `first_run` bench), and about 1% of what
@@ -63,6 +68,11 @@ pub struct LoopSite {
     in_order_ps_per_item: AtomicU64,
     /// Measuring stretches taken (see [`MEASURES`]).
     measures: AtomicU32,
+    /// What an iteration took in the epochs of the window that asked for the last
+    /// measuring stretch, in picoseconds (0: none): windows whose iterations take
+    /// far more or far less than that run other iterations than were measured
+    /// (see [`LoopSite::forget_stale_cost`]).
+    measured_epoch_ps: AtomicU64,
     /// Wall time of the windows judged so far, in nanoseconds (see
     /// [`MEASURE_AFTER`]).
     speculated_ns: AtomicU64,
@@ -152,6 +162,7 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             in_order_ps_per_item: AtomicU64::new(0),
             measures: AtomicU32::new(0),
+            measured_epoch_ps: AtomicU64::new(0),
             speculated_ns: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
@@ -193,7 +204,16 @@ impl LoopSite {
         }
         let now = (spent.as_nanos() as u64).saturating_mul(1000) / items;
         let old = self.in_order_ps_per_item.load(Relaxed);
-        let next = if old == 0 { now } else { (old * 3 + now) / 4 };
+        // A stretch far from the average ran other iterations than it was made of
+        // (a site whose loop is called on other data): it replaces the average.
+        // Averaged in a quarter at a time, a site that measured 60 ns iterations
+        // and then ran 2.3 us ones judged three probes in a row against a cost too
+        // low, each followed by an in-order stretch twice as long as the last.
+        let next = if old == 0 || now > old * STALE || now * STALE < old {
+            now
+        } else {
+            (old * 3 + now) / 4
+        };
         self.in_order_ps_per_item.store(next.max(1), Relaxed);
     }
 
@@ -208,6 +228,29 @@ impl LoopSite {
         if old != 0 && new > old {
             self.in_order_ps_per_item.store(old, Relaxed);
         }
+    }
+
+    /// A window whose epochs took `epoch_ns` an iteration asks for a measuring
+    /// stretch: the iterations measured are of that cost in epochs.
+    pub(crate) fn note_measure_asked(&self, epoch_ns: f64) {
+        self.measured_epoch_ps
+            .store(((epoch_ns * 1000.0) as u64).max(1), Relaxed);
+    }
+
+    /// A window whose epochs took `epoch_ns` an iteration: if that is more than
+    /// [`STALE`] times above or below what they took when the in-order cost was
+    /// measured, the loop now runs other iterations (a function called on other
+    /// data), and the measurement says nothing of them: forget it, and measure
+    /// again. Returns whether it did.
+    pub(crate) fn forget_stale_cost(&self, epoch_ns: f64) -> bool {
+        let then = self.measured_epoch_ps.load(Relaxed) as f64 / 1000.0;
+        if then == 0.0 || (epoch_ns <= then * STALE as f64 && epoch_ns * STALE as f64 >= then) {
+            return false;
+        }
+        self.measured_epoch_ps.store(0, Relaxed);
+        self.in_order_ps_per_item.store(0, Relaxed);
+        self.measures.store(0, Relaxed);
+        true
     }
 
     /// A window of `wall` nanoseconds with a worker in it was judged.

@@ -215,6 +215,11 @@ impl Window {
         // still in flight at its edges, a quarter more in a window of 8 epochs a
         // thread; and two threads run each iteration slower than one does.)
         let mut useful = useful as f64;
+        // What an iteration took in the window's epochs.
+        let epoch_per_item = (items > 0).then(|| useful / items as f64);
+        if let Some(e) = epoch_per_item {
+            site.forget_stale_cost(e);
+        }
         let measured = site.in_order_per_item();
         // How much faster than the in-order loop the window committed its
         // iterations, where the site knows the in-order cost.
@@ -228,10 +233,10 @@ impl Window {
         if helpers > 0 {
             site.speculated(wall);
         }
-        // Iterations short enough (in epoch time) to ask for a measurement.
-        let measure = site.wants_measure()
-            && items > 0
-            && useful / (items as f64) < MEASURE_BELOW.as_nanos() as f64;
+        // Iterations short enough (in epoch time) to ask for a measurement: their
+        // epoch time.
+        let measure =
+            epoch_per_item.filter(|&e| site.wants_measure() && e < MEASURE_BELOW.as_nanos() as f64);
         let gain = if wall > 0.0 {
             useful / wall
         } else {
@@ -245,7 +250,8 @@ impl Window {
             Verdict::Lost
         } else if gain < MIN_GAIN || plain_gain.is_some_and(|g| g < MIN_PLAIN_GAIN) {
             Verdict::SlowOnce
-        } else if measure {
+        } else if let Some(e) = measure {
+            site.note_measure_asked(e);
             Verdict::Measure
         } else {
             Verdict::Paid

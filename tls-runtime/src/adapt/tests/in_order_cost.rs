@@ -171,3 +171,45 @@ fn a_window_slower_than_the_in_order_loop_does_not_pay_whatever_its_threads_did(
         assert!(!site.in_order());
     }
 }
+
+#[test]
+fn a_site_whose_iterations_change_cost_measures_them_again() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    // A window of `MEASURE_AFTER` in which both threads were busy all along and
+    // committed `items` iterations.
+    let window = |items: u64| {
+        clock.open(&w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(MEASURE_AFTER);
+        let now = clock.0.get();
+        let half = tally(WINDOW, items / 2, 0, MEASURE_AFTER);
+        w.vote_at(&site, half, true, now);
+        w.vote_at(&site, half, false, now);
+    };
+    // 100 ns of epoch time an iteration, 40 ns in order, measured twice.
+    for _ in 0..MEASURES {
+        window(2 * MEASURE_AFTER.as_nanos() as u64 / 100);
+        assert_eq!(site.held_back(), HeldBack::Measuring);
+        site.note_measured(Duration::from_micros(20), 500);
+        assert!(site.ran_in_order(500));
+    }
+    assert_eq!(site.in_order_per_item(), Some(40.0));
+    assert!(!site.wants_measure());
+    // The loop is called on other data: 5 us of epoch time an iteration. Judged
+    // against 40 ns, the window would not pay (the plain loop would have run its
+    // 4,000 iterations in 0.16 ms); the measurement is forgotten instead, the
+    // window judged by the threads' time, and the new iterations measured.
+    window(2 * MEASURE_AFTER.as_nanos() as u64 / 5000);
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::Measuring);
+    site.note_measured(Duration::from_micros(30), 10);
+    assert_eq!(site.in_order_per_item(), Some(3000.0));
+    // In-order stretches average their cost in, unless one is far off the
+    // average: it replaces it.
+    let site = LoopSite::new();
+    site.note_in_order(Duration::from_micros(60), 1000);
+    site.note_in_order(Duration::from_micros(80), 1000);
+    assert_eq!(site.in_order_per_item(), Some(65.0));
+    site.note_in_order(Duration::from_micros(230), 100);
+    assert_eq!(site.in_order_per_item(), Some(2300.0));
+}
