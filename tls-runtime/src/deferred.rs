@@ -7,7 +7,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 mod append;
 pub use append::{
-    AppendInPlace, AppendToPart, Appending, Borrowed, KeepBorrow, KeepCopy, KeptBorrow, Merge,
+    AppendInPlace, AppendToPart, Appending, Borrowed, CollectIterator, ExtendArg, KeepArg,
+    KeepBorrow, KeepCopy, KeptBorrow, Merge,
 };
 
 /// Runs `f` when the current epoch commits, after every earlier epoch's actions: the

@@ -427,8 +427,8 @@ pub use tls_macros::on_commit;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::deferred::{
-        Accumulator, AppendInPlace, AppendToPart, Appending, Borrowed, KeepBorrow, KeepCopy,
-        KeptBorrow, Merge,
+        Accumulator, AppendInPlace, AppendToPart, Appending, Borrowed, CollectIterator, ExtendArg,
+        KeepArg, KeepBorrow, KeepCopy, KeptBorrow, Merge,
     };
     pub use crate::escape::{EscapeLock, escape, escape_checked, on_violation};
     #[allow(unused_imports)]

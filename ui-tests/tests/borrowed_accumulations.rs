@@ -28,6 +28,24 @@ impl Lines {
     fn push_str(&mut self, s: String) {
         self.0.push(s);
     }
+
+    /// Appends `count` marks: an `extend` that takes no iterator.
+    fn extend(&mut self, count: u64) {
+        for _ in 0..count {
+            self.0.push("+".into());
+        }
+    }
+}
+
+/// Sums of slices it is given: an `extend` that takes a slice (the caller's, which
+/// outlives the loop), not its items.
+#[derive(Default, Debug, PartialEq)]
+pub struct Sums(Vec<u64>);
+
+impl Sums {
+    fn extend(&mut self, from: &[u64]) {
+        self.0.push(from.iter().sum());
+    }
 }
 
 /// A reading without a copy (not `Clone`): `total += &readings[i]` keeps the borrow,
@@ -74,11 +92,12 @@ macro_rules! twins {
 twins! {
     threads;
 
-    pub(super) fn strings(xs: &[u64], shared: &SpecVec<u64>, threads: usize) -> (String, String, String, Lines) {
+    pub(super) fn strings(xs: &[u64], shared: &SpecVec<u64>, threads: usize) -> (String, String, String, Lines, Sums) {
         let mut csv = String::new();
         let mut named = String::new();
         let mut text = String::new();
         let mut lines = Lines::default();
+        let mut sums = Sums::default();
         for &x in xs {
             let w = work(x) + shared.get((x % 8) as usize);
             csv.push_str(&format!("{w},"));
@@ -87,11 +106,13 @@ twins! {
             text += &(w % 77).to_string();
             text += piece.as_str().get(..2).map_or("", |_| ";");
             lines.push_str(piece.clone());
+            lines.extend(w % 3);
+            sums.extend(&xs[(x as usize) % 8..]);
             if w.is_multiple_of(5) {
                 shared.set((x % 8) as usize, w % 3);
             }
         }
-        (csv, named, text, lines)
+        (csv, named, text, lines, sums)
     }
 
     pub(super) fn collections(

@@ -375,7 +375,7 @@ fn retarget(e: &Expr) -> TokenStream {
 /// out.extend(iter);
 /// // After
 /// { let a0 = f(x); __tls_acc_out.record(move |t| { (*t).push(a0); }); }
-/// { let a0: Vec<_> = IntoIterator::into_iter(iter).collect();
+/// { let a0 = (&ExtendArg::new(iter)).take_arg(); // collected if an iterator
 ///   (&Appending(__tls_acc_out)).append_with(move |t| { (*t).extend(a0); }); }
 /// ```
 fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
@@ -386,8 +386,15 @@ fn record_method(acc: &Ident, call: &syn::ExprMethodCall) -> TokenStream {
         .collect();
     let lets = call.args.iter().zip(&names).map(|(a, n)| {
         if method == "extend" {
-            // The items are computed in the epoch, which may read speculative data.
-            quote!(let #n: ::std::vec::Vec<_> = ::core::iter::IntoIterator::into_iter(#a).collect();)
+            // An iterator's items are computed in the epoch, which may read
+            // speculative data; any other argument (a program's own `extend` may
+            // take anything) is kept as it is.
+            let rt = rt();
+            quote! {
+                #[allow(unused_imports)]
+                use #rt::{CollectIterator as _, KeepArg as _};
+                let #n = (&#rt::ExtendArg::new(#a)).take_arg();
+            }
         } else {
             quote!(let #n = #a;)
         }

@@ -20,6 +20,7 @@
 //! one more reference), so the macro needs no type information.
 
 use super::Accumulator;
+use core::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, LinkedList, VecDeque};
 
 /// A collection that a part (a new, empty value appended to in an iteration) is
@@ -166,6 +167,55 @@ impl<'r, T: ?Sized> KeepBorrow<'r, T> for &Borrowed<'r, T> {
     }
 }
 
+/// The argument of an `extend` call as `#[tls_loop]` records it: an iterator is
+/// collected in the epoch (it is lazy: run at commit, it would read speculative data
+/// as it is then, not as the call saw it); any other argument (a collection, a
+/// slice, or whatever a program's own `extend` takes) is kept as it is. Chosen like
+/// [`Appending`]'s path, by method resolution at the call
+/// (`(&ExtendArg::new(a)).take_arg()` finds [`CollectIterator`] for an iterator,
+/// else [`KeepArg`] through one more reference).
+pub struct ExtendArg<T>(Cell<Option<T>>);
+
+impl<T> ExtendArg<T> {
+    /// Wraps the argument.
+    #[inline]
+    pub fn new(arg: T) -> Self {
+        ExtendArg(Cell::new(Some(arg)))
+    }
+
+    fn take(&self) -> T {
+        self.0
+            .take()
+            .expect("an extend argument is taken once, by the macro's own call")
+    }
+}
+
+/// An iterator argument, collected now.
+pub trait CollectIterator<I: Iterator> {
+    /// The items, collected.
+    fn take_arg(&self) -> Vec<I::Item>;
+}
+
+impl<I: Iterator> CollectIterator<I> for ExtendArg<I> {
+    #[inline]
+    fn take_arg(&self) -> Vec<I::Item> {
+        self.take().collect()
+    }
+}
+
+/// Any other argument, kept as it is.
+pub trait KeepArg<T> {
+    /// The argument.
+    fn take_arg(&self) -> T;
+}
+
+impl<T> KeepArg<T> for &ExtendArg<T> {
+    #[inline]
+    fn take_arg(&self) -> T {
+        self.take()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +259,22 @@ mod tests {
         assert_eq!(m, BTreeMap::from([(1, "0".into()), (2, "1!".into())]));
         let b = appended(BTreeSet::from([5]), [|t, l| t.extend(l.bytes()); 3]);
         assert_eq!(b, BTreeSet::from([5, b'0', b'1', b'2']));
+    }
+
+    #[test]
+    fn an_extend_argument_is_collected_only_if_it_is_an_iterator() {
+        let spec = crate::Spec::new(3u64);
+        // As the macro writes it.
+        #[allow(clippy::needless_borrow)]
+        let lazy = (&ExtendArg::new((0..3u64).map(|k| k + spec.get()))).take_arg();
+        spec.set(100);
+        assert_eq!(lazy, vec![3, 4, 5], "collected before the later write");
+        let caller = [7u64, 8];
+        #[allow(clippy::needless_borrow)]
+        let slice: &[u64] = (&ExtendArg::new(&caller[..])).take_arg();
+        assert_eq!(slice, &[7, 8]);
+        #[allow(clippy::needless_borrow)]
+        let count: u32 = (&ExtendArg::new(4u32)).take_arg();
+        assert_eq!(count, 4);
     }
 }
