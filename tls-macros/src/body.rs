@@ -146,14 +146,22 @@ impl Walker<'_> {
 /// The message for `place op= ...` on a field or an element of an outer variable:
 /// only a whole variable can be an accumulation.
 fn part_accumulation_error(place: &Expr, root: &Ident) -> String {
+    let field = matches!(place, Expr::Field(_));
     let place = scan::place_text(place).unwrap_or_else(|| root.to_string());
+    // A field can be borrowed whole before the loop; an element the loop picks
+    // cannot.
+    let borrow = if field {
+        format!("borrow it before the loop (`let v = &mut {place};`, then `*v += ..` in it), ")
+    } else {
+        String::new()
+    };
     format!(
         "cannot accumulate into `{place}` in a `#[tls_loop]` loop: only a whole variable \
          declared outside the loop can be an accumulation (`total += x`, `out.push(x)`), not \
          a field or an element of one, since epochs running in parallel would race on it; \
-         accumulate into a local declared before the loop and assign `{place}` from it after \
-         the loop, use `Spec<T>` or `SpecVec<T>` for data that iterations share, or keep the \
-         loop sequential"
+         {borrow}accumulate into a local declared before the loop and assign `{place}` from \
+         it after the loop, use `Spec<T>` or `SpecVec<T>` for data that iterations share, or \
+         keep the loop sequential"
     )
 }
 

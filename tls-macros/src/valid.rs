@@ -131,7 +131,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         }
         plans.push(LoopPlan {
             args,
-            ref_mut_params: scan::ref_mut_params(&f.func),
+            ref_mut_params: scan::ref_mut_names(&f.func, &finder.selected),
             body: info,
         });
     }

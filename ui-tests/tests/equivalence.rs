@@ -426,6 +426,51 @@ fn accumulations_give_the_sequential_result_bit_for_bit() {
     }
 }
 
+/// Fields of a caller's value, accumulated through local `&mut` borrows.
+#[derive(Debug, Default, PartialEq)]
+struct Ledger {
+    total: u64,
+    seen: Vec<u64>,
+    text: String,
+}
+
+#[tls_loop(threads = threads)]
+fn into_fields(ledger: &mut Ledger, xs: &[u64], threads: usize) {
+    let total = &mut ledger.total;
+    let seen: &mut Vec<u64> = &mut ledger.seen;
+    let text = &mut ledger.text;
+    for &x in xs {
+        let w = work(x);
+        *total += w % 100;
+        seen.push(w % 7);
+        text.push_str(&format!("{},", w % 10));
+    }
+}
+
+fn into_fields_plain(ledger: &mut Ledger, xs: &[u64]) {
+    let total = &mut ledger.total;
+    let seen: &mut Vec<u64> = &mut ledger.seen;
+    let text = &mut ledger.text;
+    for &x in xs {
+        let w = work(x);
+        *total += w % 100;
+        seen.push(w % 7);
+        text.push_str(&format!("{},", w % 10));
+    }
+}
+
+#[test]
+fn accumulations_through_local_mutable_borrows_give_the_sequential_result() {
+    let xs: Vec<u64> = (0..500).collect();
+    let mut expected = Ledger::default();
+    into_fields_plain(&mut expected, &xs);
+    for t in THREADS {
+        let mut got = Ledger::default();
+        into_fields(&mut got, &xs, t);
+        assert_eq!(got, expected, "threads {t}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Locals named like an accumulated variable: plain code in their scope.
 // ---------------------------------------------------------------------------------------
