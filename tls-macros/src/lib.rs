@@ -128,6 +128,7 @@ mod ast;
 mod attr;
 mod body;
 mod expand;
+mod outer;
 mod scan;
 mod scopes;
 mod symbol;

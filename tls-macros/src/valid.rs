@@ -4,6 +4,7 @@
 use crate::ast::{LoopFn, SpecFn, SpecPlan};
 use crate::attr::{self, EscapeArgs, Kind, LoopArgs};
 use crate::body::{self, BodyInfo};
+use crate::outer;
 use crate::scan::{self, Finder, Mode};
 
 /// Collected errors.
@@ -98,8 +99,8 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
                 .to_string(),
         );
     }
-    let outer_muts = scan::outer_mut_names(&f.func, &finder.selected);
-    let variables = scan::fn_variables(&f.func);
+    let outer_muts = outer::outer_mut_names(&f.func, &finder.selected);
+    let variables = outer::fn_variables(&f.func);
     let mut plans = Vec::new();
     let several = finder.selected.len() > 1;
     for (k, l) in finder.selected.iter().enumerate() {
@@ -131,7 +132,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         }
         plans.push(LoopPlan {
             args,
-            ref_mut_params: scan::ref_mut_names(&f.func, &finder.selected),
+            ref_mut_params: outer::ref_mut_names(&f.func, &finder.selected),
             body: info,
         });
     }
