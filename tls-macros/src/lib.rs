@@ -66,8 +66,9 @@
 //! Also: `continue` becomes `return Step::Done(Control::Continue)`, `break` (or a
 //! labelled `break`/`continue` aimed at this loop) `Control::Break`; loops written in the
 //! body poll for a pending violation on their back-edge
-//! (`while c { poll(); body }`); `v.push(x)`, `v.extend(xs)` (an iterator argument collected in the epoch),
-//! `m.insert(k, v)` as statements on a `mut` outer variable are recorded like `+=`;
+//! (`while c { poll(); body }`); `v.push(x)`, `v.extend(xs)` (an iterator argument
+//! collected in the epoch), `m.insert(k, v)` as statements on a `mut` outer variable
+//! (or one bound to a `&mut` borrow) are recorded like `+=`;
 //! `write!(stdout(), ..)` / `writeln!(stderr(), ..)` are delayed like `print!`.
 //!
 //! Outer variables are found by scope, as rustc resolves names: a name the body binds

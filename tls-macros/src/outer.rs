@@ -119,8 +119,9 @@ pub(crate) fn fn_variables(func: &syn::ImplItemFn) -> BTreeSet<String> {
 }
 
 /// Names bound `mut` (or as `&mut` parameters, or without `mut` to a `&mut` borrow)
-/// in the function outside its epoch loops (`epoch_loops`): the variables `x.push(..)`-like statements may accumulate
-/// into. A `let mut` inside an epoch loop is a local of its epochs, never one of these.
+/// in the function outside its epoch loops (`epoch_loops`): the variables
+/// `x.push(..)`-like statements may accumulate into. A `let mut` inside an epoch loop
+/// is a local of its epochs, never one of these.
 pub(crate) fn outer_mut_names(
     func: &syn::ImplItemFn,
     epoch_loops: &[&ExprForLoop],

@@ -29,8 +29,9 @@ impl Errors {
 /// One epoch loop, checked: its options and what its body does.
 pub(crate) struct LoopPlan {
     pub(crate) args: LoopArgs,
-    /// `&mut T` parameters (accumulated through `&mut *p`).
-    pub(crate) ref_mut_params: std::collections::BTreeSet<String>,
+    /// `&mut T` parameters and locals bound to a `&mut` borrow (accumulated through
+    /// `&mut *p`).
+    pub(crate) ref_mut_names: std::collections::BTreeSet<String>,
     pub(crate) body: BodyInfo,
 }
 
@@ -132,7 +133,7 @@ pub(crate) fn tls_loop(f: &LoopFn) -> syn::Result<Vec<LoopPlan>> {
         }
         plans.push(LoopPlan {
             args,
-            ref_mut_params: outer::ref_mut_names(&f.func, &finder.selected),
+            ref_mut_names: outer::ref_mut_names(&f.func, &finder.selected),
             body: info,
         });
     }

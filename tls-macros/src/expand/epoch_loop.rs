@@ -94,12 +94,12 @@ fn epoch_loop(l: ExprForLoop, plan: LoopPlan, ret: &RetKind) -> TokenStream {
     let LoopPlan {
         args,
         body,
-        ref_mut_params,
+        ref_mut_names,
     } = plan;
     let reborrowed: Vec<Ident> = body
         .accumulated
         .iter()
-        .filter(|v| ref_mut_params.contains(&v.to_string()))
+        .filter(|v| ref_mut_names.contains(&v.to_string()))
         .cloned()
         .collect();
     let BodyInfo {

@@ -241,16 +241,15 @@ impl LoopSite {
     /// [`STALE`] times above or below what they took when the in-order cost was
     /// measured, the loop now runs other iterations (a function called on other
     /// data), and the measurement says nothing of them: forget it, and measure
-    /// again. Returns whether it did.
-    pub(crate) fn forget_stale_cost(&self, epoch_ns: f64) -> bool {
+    /// again.
+    pub(crate) fn forget_stale_cost(&self, epoch_ns: f64) {
         let then = self.measured_epoch_ps.load(Relaxed) as f64 / 1000.0;
         if then == 0.0 || (epoch_ns <= then * STALE as f64 && epoch_ns * STALE as f64 >= then) {
-            return false;
+            return;
         }
         self.measured_epoch_ps.store(0, Relaxed);
         self.in_order_ps_per_item.store(0, Relaxed);
         self.measures.store(0, Relaxed);
-        true
     }
 
     /// A window of `wall` nanoseconds with a worker in it was judged.
