@@ -41,6 +41,7 @@
 
 mod chunk;
 mod site;
+mod stretch_cost;
 mod synced;
 #[cfg(test)]
 mod tests;
@@ -48,7 +49,8 @@ mod votes;
 mod window;
 
 pub use site::LoopSite;
-pub(crate) use site::{HeldBack, site_for};
+pub(crate) use site::{HeldBack, now_ns, site_for};
+pub(crate) use stretch_cost::{BLOCK, StretchCost};
 #[cfg(test)]
 pub(crate) use synced::SYNC_AFTER;
 pub(crate) use synced::{Stretch, SyncedLoads, wait_until_homefree};

@@ -21,11 +21,17 @@ pub(crate) const MAX_MEASURED_ITEMS: u64 = 4096;
 /// a loop whose plain iterations take 40, and the site speculated at 55 times the
 /// plain loop's time ever after.
 pub(crate) const MEASURES: u32 = 2;
-/// How many times more or less than before an iteration must cost for the site to
-/// take it as a different loop (see [`LoopSite::forget_stale_cost`]): iterations of
-/// one loop vary, and an epoch's time varies with the machine; a loop called on
-/// other data can cost a hundred times more or less.
+/// How many times more or less than before an iteration must cost in order for the
+/// site to take it as another loop's (see [`LoopSite::note_in_order`] and
+/// `StretchCost`): iterations of one loop vary, and a stretch's time varies with the
+/// machine; a loop called on other data can cost a hundred times more or less.
 pub(crate) const STALE: u64 = 4;
+/// The same for an iteration's cost in epochs (see [`LoopSite::window_epoch_cost`]),
+/// which also carries the epoch's own cost shared among its iterations, and so moves
+/// with the chunk: a loop of 8 ns iterations moved by more than four times between
+/// windows of short and long epochs, and measured its in-order cost again and
+/// again.
+pub(crate) const EPOCH_STALE: u64 = 16;
 /// Speculation a site runs (judged windows' wall time, over all its runs) before it
 /// measures: a measuring stretch costs a drain and the second thread's time, 5-10%
 /// of a first run of a few milliseconds (the `first_run` bench), and about 1% of what
@@ -48,8 +54,13 @@ pub(crate) const MAX_BACKOFF: u64 = 65536;
 /// dependence chain of 20 us iterations, some 0.6 ms per 100 ms).
 pub(crate) const MAX_STRETCH: Duration = Duration::from_millis(100);
 
+/// `ns` nanoseconds in picoseconds, at least 1 (0 means "not known").
+fn ps(ns: f64) -> u64 {
+    ((ns * 1000.0) as u64).max(1)
+}
+
 /// Nanoseconds since the first call in this process: a time an atomic can hold.
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     static BASE: OnceLock<Instant> = OnceLock::new();
     // At least 1: 0 is "no stretch".
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
@@ -68,11 +79,14 @@ pub struct LoopSite {
     in_order_ps_per_item: AtomicU64,
     /// Measuring stretches taken (see [`MEASURES`]).
     measures: AtomicU32,
-    /// What an iteration took in the epochs of the window that asked for the last
-    /// measuring stretch, in picoseconds (0: none): windows whose iterations take
-    /// far more or far less than that run other iterations than were measured
-    /// (see [`LoopSite::forget_stale_cost`]).
-    measured_epoch_ps: AtomicU64,
+    /// What the iterations whose in-order cost the site knows took an iteration in
+    /// epochs, in picoseconds (0: not known; the next window judged tells): windows
+    /// whose iterations take far more or far less than that run other iterations
+    /// (see [`LoopSite::window_epoch_cost`]).
+    cost_epoch_ps: AtomicU64,
+    /// What the last window judged took an iteration in epochs, in picoseconds: the
+    /// iterations an in-order stretch that follows it runs, most likely.
+    last_window_epoch_ps: AtomicU64,
     /// Wall time of the windows judged so far, in nanoseconds (see
     /// [`MEASURE_AFTER`]).
     speculated_ns: AtomicU64,
@@ -162,7 +176,8 @@ impl LoopSite {
             in_order_left: AtomicU64::new(0),
             in_order_ps_per_item: AtomicU64::new(0),
             measures: AtomicU32::new(0),
-            measured_epoch_ps: AtomicU64::new(0),
+            cost_epoch_ps: AtomicU64::new(0),
+            last_window_epoch_ps: AtomicU64::new(0),
             speculated_ns: AtomicU64::new(0),
             backoff: AtomicU64::new(MIN_BACKOFF),
             chunk: AtomicU32::new(1),
@@ -210,6 +225,9 @@ impl LoopSite {
         // and then ran 2.3 us ones judged three probes in a row against a cost too
         // low, each followed by an in-order stretch twice as long as the last.
         let next = if old == 0 || now > old * STALE || now * STALE < old {
+            // New iterations: those of the window that sent the loop in order.
+            self.cost_epoch_ps
+                .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
             now
         } else {
             (old * 3 + now) / 4
@@ -233,23 +251,29 @@ impl LoopSite {
     /// A window whose epochs took `epoch_ns` an iteration asks for a measuring
     /// stretch: the iterations measured are of that cost in epochs.
     pub(crate) fn note_measure_asked(&self, epoch_ns: f64) {
-        self.measured_epoch_ps
-            .store(((epoch_ns * 1000.0) as u64).max(1), Relaxed);
+        self.cost_epoch_ps.store(ps(epoch_ns), Relaxed);
     }
 
-    /// A window whose epochs took `epoch_ns` an iteration: if that is more than
-    /// [`STALE`] times above or below what they took when the in-order cost was
-    /// measured, the loop now runs other iterations (a function called on other
-    /// data), and the measurement says nothing of them: forget it, and measure
-    /// again.
-    pub(crate) fn forget_stale_cost(&self, epoch_ns: f64) {
-        let then = self.measured_epoch_ps.load(Relaxed) as f64 / 1000.0;
-        if then == 0.0 || (epoch_ns <= then * STALE as f64 && epoch_ns * STALE as f64 >= then) {
+    /// A window whose epochs took `epoch_ns` an iteration is being judged. If that
+    /// is more than [`EPOCH_STALE`] times above or below what the iterations whose
+    /// in-order cost the site knows took, the loop now runs other iterations (a
+    /// function called on other data, a loop whose iterations change on the way),
+    /// and that cost says nothing of them: forget it (and measure again). Where
+    /// what they took is not known yet, this window tells.
+    pub(crate) fn window_epoch_cost(&self, epoch_ns: f64) {
+        let now = ps(epoch_ns);
+        self.last_window_epoch_ps.store(now, Relaxed);
+        let then = self.cost_epoch_ps.load(Relaxed);
+        if self.in_order_ps_per_item.load(Relaxed) == 0 {
             return;
         }
-        self.measured_epoch_ps.store(0, Relaxed);
-        self.in_order_ps_per_item.store(0, Relaxed);
-        self.measures.store(0, Relaxed);
+        if then == 0 {
+            self.cost_epoch_ps.store(now, Relaxed);
+        } else if now > then.saturating_mul(EPOCH_STALE) || now.saturating_mul(EPOCH_STALE) < then {
+            self.cost_epoch_ps.store(0, Relaxed);
+            self.in_order_ps_per_item.store(0, Relaxed);
+            self.measures.store(0, Relaxed);
+        }
     }
 
     /// A window of `wall` nanoseconds with a worker in it was judged.
@@ -263,6 +287,11 @@ impl LoopSite {
     pub(crate) fn wants_measure(&self) -> bool {
         self.measures.load(Relaxed) < MEASURES
             && self.speculated_ns.load(Relaxed) >= MEASURE_AFTER.as_nanos() as u64
+    }
+
+    /// What an iteration costs run in order, in picoseconds (0: not measured).
+    pub(crate) fn in_order_ps(&self) -> u64 {
+        self.in_order_ps_per_item.load(Relaxed)
     }
 
     /// What an iteration costs run in order, in nanoseconds, if measured.
@@ -298,12 +327,19 @@ impl LoopSite {
         self.worker_arrived.load(Relaxed)
     }
 
-    /// Whether the in-order stretch has lasted [`MAX_STRETCH`].
-    pub(crate) fn stretch_expired(&self) -> bool {
-        self.stretch_expired_at(now_ns())
+    /// An in-order stretch ended because its iterations came to cost far more than
+    /// when it began (`per_item_ps` now): that is their in-order cost from now on
+    /// (not the stretch's average, mostly of the cheaper ones), and speculation is
+    /// probed at once (see [`super::StretchCost`]).
+    pub(crate) fn iterations_got_dearer(&self, per_item_ps: u64) {
+        self.in_order_ps_per_item.store(per_item_ps.max(1), Relaxed);
+        // What they take in epochs: the next window tells.
+        self.cost_epoch_ps.store(0, Relaxed);
+        self.in_order_left.store(0, Relaxed);
     }
 
-    fn stretch_expired_at(&self, now: u64) -> bool {
+    /// Whether the in-order stretch has lasted [`MAX_STRETCH`] at `now` ([`now_ns`]).
+    pub(crate) fn stretch_expired_at(&self, now: u64) -> bool {
         let began = self.stretch_began.load(Relaxed);
         began != 0 && now.saturating_sub(began) >= MAX_STRETCH.as_nanos() as u64
     }

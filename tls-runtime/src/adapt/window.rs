@@ -218,7 +218,7 @@ impl Window {
         // What an iteration took in the window's epochs.
         let epoch_per_item = (items > 0).then(|| useful / items as f64);
         if let Some(e) = epoch_per_item {
-            site.forget_stale_cost(e);
+            site.window_epoch_cost(e);
         }
         let measured = site.in_order_per_item();
         // How much faster than the in-order loop the window committed its

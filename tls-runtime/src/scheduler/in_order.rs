@@ -4,7 +4,7 @@
 
 use super::claim::Claim;
 use super::{LoopEnding, Shared};
-use crate::adapt::{HeldBack, MEASURE_FOR};
+use crate::adapt::{BLOCK, HeldBack, MEASURE_FOR, StretchCost, now_ns};
 use crate::control::{Control, Step, run_iteration};
 use crate::report::ThreadStats;
 use crate::run::in_order_body;
@@ -40,6 +40,8 @@ where
         let watch = began_as == HeldBack::NoWorkers;
         let measuring = began_as == HeldBack::Measuring;
         let mut n = 0;
+        let mut cost = StretchCost::new(now_ns(), self.site.in_order_ps());
+        let mut dearer = false;
         // Whether the items iterator was running (else the body): says, if the
         // stretch panics, which of the two did.
         let mut in_items = false;
@@ -55,8 +57,14 @@ where
                     // The clock read after iterations 1, 2, 4, 8, ...: read after
                     // each, it doubled what a stretch of 10 ns iterations measured.
                     && !(measuring && n.is_power_of_two() && t0.elapsed() >= MEASURE_FOR)
-                    // A clock read every 64 iterations, not each.
-                    && !(n % 64 == 63 && self.site.stretch_expired())
+                    // A clock read every `BLOCK` iterations, not each: the stretch
+                    // ends when it has lasted its longest, or when its iterations
+                    // came to cost far more than when it began.
+                    && !(n % BLOCK == BLOCK - 1 && {
+                        let now = now_ns();
+                        dearer = cost.dearer_at(now, n);
+                        dearer || self.site.stretch_expired_at(now)
+                    })
                 {
                     in_items = true;
                     let Some(item) = c.iter.next() else {
@@ -95,6 +103,8 @@ where
         }
         if measuring {
             self.site.note_measured(t0.elapsed(), n);
+        } else if dearer {
+            self.site.iterations_got_dearer(cost.last_ps());
         } else {
             self.site.note_in_order(t0.elapsed(), n);
         }

@@ -213,3 +213,33 @@ fn a_site_whose_iterations_change_cost_measures_them_again() {
     site.note_in_order(Duration::from_micros(230), 100);
     assert_eq!(site.in_order_per_item(), Some(2300.0));
 }
+
+#[test]
+fn a_loop_whose_iterations_change_on_the_way_is_not_judged_by_the_old_ones() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    // Windows of 1 ms, both threads busy all along, committing `items` iterations
+    // (`rolled_back` epochs of them rolled back).
+    let window = |items: u64, rolled_back: u32| {
+        clock.open(&w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        let half = tally(WINDOW, items / 2, rolled_back, Duration::from_millis(1));
+        w.vote_at(&site, half, true, now);
+        w.vote_at(&site, half, false, now);
+    };
+    // A phase of tiny iterations, each depending on the last: 200 ns an iteration
+    // in epochs, most of them rolled back; in order, 10 ns each.
+    window(10_000, WINDOW);
+    assert!(site.in_order());
+    site.note_in_order(Duration::from_micros(10), 1000);
+    assert!(site.ran_in_order(site.in_order_budget()));
+    assert_eq!(site.in_order_per_item(), Some(10.0));
+    // Then independent iterations of 5 us in epochs: judged against 10 ns, the
+    // windows would not pay (the plain loop would have run their 400 iterations in
+    // 4 us); that cost is of other iterations, and is forgotten.
+    window(400, 0);
+    window(400, 0);
+    assert!(!site.in_order(), "judged by the old iterations' cost");
+    assert_eq!(site.in_order_per_item(), None);
+}
