@@ -26,15 +26,7 @@ pub(crate) fn ref_mut_names(
                 {
                     names.insert(p.ident.to_string());
                 }
-                (pat, _) => {
-                    let mut b = Vec::new();
-                    pat_bindings(pat, &mut b);
-                    other_muts.extend(
-                        b.into_iter()
-                            .filter(|b| b.mutable)
-                            .map(|b| b.ident.to_string()),
-                    );
-                }
+                (pat, _) => other_muts.extend(mut_bindings(pat)),
             }
         }
     }
@@ -42,17 +34,20 @@ pub(crate) fn ref_mut_names(
         if let Some(name) = local_ref_mut(l) {
             names.insert(name);
         } else {
-            let mut b = Vec::new();
-            pat_bindings(&l.pat, &mut b);
-            other_muts.extend(
-                b.into_iter()
-                    .filter(|b| b.mutable)
-                    .map(|b| b.ident.to_string()),
-            );
+            other_muts.extend(mut_bindings(&l.pat));
         }
     });
     names.retain(|n| !other_muts.contains(n));
     names
+}
+
+/// The names `pat` binds `mut`.
+fn mut_bindings(pat: &Pat) -> impl Iterator<Item = String> {
+    let mut b = Vec::new();
+    pat_bindings(pat, &mut b);
+    b.into_iter()
+        .filter(|b| b.mutable)
+        .map(|b| b.ident.to_string())
 }
 
 /// The name a `let` binds without `mut` to a `&mut` borrow: `let x = &mut e;` or
@@ -140,13 +135,7 @@ pub(crate) fn outer_mut_names(
         }
     }
     outside_epoch_loops(&func.block, epoch_loops, &mut |l| {
-        let mut b = Vec::new();
-        pat_bindings(&l.pat, &mut b);
-        names.extend(
-            b.into_iter()
-                .filter(|b| b.mutable)
-                .map(|b| b.ident.to_string()),
-        );
+        names.extend(mut_bindings(&l.pat));
         names.extend(local_ref_mut(l));
     });
     names
