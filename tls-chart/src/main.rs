@@ -68,7 +68,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
             "--baseline" => {
                 baseline = Some(args.next().ok_or("--baseline needs a file")?.into());
             }
-            "-o" | "--out" => out = Some(args.next().ok_or("-o needs a file")?.into()),
+            "-o" | "--out" => {
+                let file: PathBuf = args.next().ok_or("-o needs a file")?.into();
+                if out.replace(file).is_some() {
+                    return Err("-o given twice: the chart is one file".into());
+                }
+            }
             "--timeline" => {
                 timeline = Some(args.next().ok_or("--timeline needs a trace file")?.into());
             }
@@ -87,9 +92,31 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
             _ => reports.push(a.into()),
         }
     }
-    let out = out.ok_or_else(|| format!("missing -o OUT.svg\n{}", usage()))?;
+    let out: PathBuf = out.ok_or_else(|| format!("missing -o OUT.svg\n{}", usage()))?;
     if reports.is_empty() && timeline.is_none() {
         return Err(format!("no report given\n{}", usage()));
+    }
+    if timeline.is_some() && (!reports.is_empty() || baseline.is_some()) {
+        return Err(format!(
+            "--timeline draws one trace: report files and --baseline go in a chart of \
+             their own\n{}",
+            usage()
+        ));
+    }
+    if window.is_some() && timeline.is_none() {
+        return Err(format!(
+            "--window-us applies to --timeline only\n{}",
+            usage()
+        ));
+    }
+    if !out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+    {
+        return Err(format!(
+            "the chart is SVG: name the output file .svg (got {})",
+            out.display()
+        ));
     }
     Ok(Some(Args {
         baseline,
@@ -372,11 +399,38 @@ fn draw_timeline(
     root.present().map_err(|e| err(&e))
 }
 
+/// Refuses an output file that is one of the inputs: writing the chart would
+/// destroy the report or trace it is drawn from.
+fn check_output_is_not_an_input(args: &Args) -> Result<(), String> {
+    let same = |input: &PathBuf| {
+        input == &args.out
+            || matches!(
+                (std::fs::canonicalize(input), std::fs::canonicalize(&args.out)),
+                (Ok(a), Ok(b)) if a == b
+            )
+    };
+    let inputs = args
+        .reports
+        .iter()
+        .chain(&args.baseline)
+        .chain(&args.timeline);
+    for input in inputs {
+        if same(input) {
+            return Err(format!(
+                "-o {} is also an input: writing the chart there would destroy it",
+                args.out.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn run() -> Result<(), String> {
     let Some(args) = parse_args(std::env::args().skip(1))? else {
         println!("{}", usage());
         return Ok(());
     };
+    check_output_is_not_an_input(&args)?;
     if let Some(path) = &args.timeline {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -486,6 +540,30 @@ mod tests {
         assert!(parse_args(["r.json".to_string()].into_iter()).is_err());
         assert!(parse_args(["-o".to_string()].into_iter()).is_err());
         assert!(parse_args(["--frobnicate".to_string()].into_iter()).is_err());
+        let args = |a: &[&str]| parse_args(a.iter().map(|s| s.to_string()));
+        // The output must be SVG, named once, and not one of the inputs.
+        assert!(args(&["-o", "c.png", "r.json"]).is_err());
+        assert!(args(&["-o", "-", "r.json"]).is_err());
+        assert!(args(&["-o", "a.svg", "-o", "b.svg", "r.json"]).is_err());
+        assert!(args(&["-o", "c.SVG", "r.json"]).is_ok());
+        let same = args(&["-o", "r.svg", "r.svg"]).unwrap().unwrap();
+        assert!(check_output_is_not_an_input(&same).is_err());
+        let baseline = args(&["--baseline", "b.svg", "-o", "b.svg", "r.json"]);
+        assert!(check_output_is_not_an_input(&baseline.unwrap().unwrap()).is_err());
+        // Options that belong to the other kind of chart.
+        assert!(args(&["--window-us", "1,2", "-o", "c.svg", "r.json"]).is_err());
+        assert!(args(&["--timeline", "t.json", "-o", "c.svg", "r.json"]).is_err());
+        assert!(
+            args(&[
+                "--timeline",
+                "t.json",
+                "--baseline",
+                "b.json",
+                "-o",
+                "c.svg"
+            ])
+            .is_err()
+        );
         assert!(matches!(
             parse_args(["--help".to_string()].into_iter()),
             Ok(None)

@@ -58,10 +58,34 @@ fn draws_one_bar_per_loop_with_a_legend() {
 
 #[test]
 fn unreadable_input_fails_with_a_message() {
+    let chart = std::env::temp_dir().join("tls-chart-unreadable-input.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_tls-chart"))
-        .args(["-o", "/dev/null", "/nonexistent/report.json"])
+        .arg("-o")
+        .arg(&chart)
+        .arg("/nonexistent/report.json")
+        .output()
+        .unwrap();
+    assert!(!chart.exists(), "nothing written for a failed run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/report.json"));
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_left_alone() {
+    let dir = std::env::temp_dir().join(format!("tls-chart-same-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A report whose name ends in .svg, given as the output too.
+    let report = dir.join("report.svg");
+    let text = r#"[{"name": "l", "threads": 2, "wall_ns": 10, "busy_ns": 20, "wasted_ns": 0, "wait_ns": 0, "idle_ns": 0}]"#;
+    std::fs::write(&report, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tls-chart"))
+        .arg("-o")
+        .arg(dir.join(".").join("report.svg"))
+        .arg(&report)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/report.json"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is also an input"));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), text);
+    std::fs::remove_dir_all(&dir).ok();
 }
