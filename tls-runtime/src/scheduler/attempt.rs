@@ -12,6 +12,7 @@ use crate::epoch::{
 };
 use crate::report::ThreadStats;
 use crate::trace::{self, SpanKind};
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -157,15 +158,24 @@ where
     /// One run of the epoch's body from the start of its current segment.
     pub(super) fn attempt(&self, cx: &EpochCx, work: &mut Work<It::Item, S>) -> Attempt<R> {
         let seg = cx.segment.get() as usize;
-        let Work { items, snaps, .. } = work;
+        let Work {
+            items,
+            snaps,
+            reached,
+            ..
+        } = work;
         let (pos, state) = (snaps[seg].item, snaps[seg].state.clone());
+        // Where the attempt is, kept outside the body's frames so that a panic
+        // leaves it too.
+        let at = Cell::new(pos);
         cx.unwound_past_call.set(None);
         // Homefree from the start, the attempt runs each delayed call where it is
         // made (unless inside an access's closure: a corner left as it is).
         let homefree = cx.homefree();
         let r = catch_unwind(AssertUnwindSafe(|| {
-            self.run_from(cx, items, pos, state, snaps)
+            self.run_from(cx, items, &at, state, snaps)
         }));
+        *reached = at.get();
         // A signal the runtime raised that did not reach here: the body caught it
         // (`catch_unwind` around its own code) and went on, with the accesses after
         // it unchecked (and a `Drop` it ran skipping its work, as for a rollback).
@@ -204,10 +214,11 @@ where
         &self,
         cx: &EpochCx,
         items: &[It::Item],
-        mut pos: usize,
+        at: &Cell<usize>,
         mut state: S,
         snaps: &mut Vec<Snapshot<S>>,
     ) -> Control<R> {
+        let mut pos = at.get();
         loop {
             match (self.step)(state) {
                 Step::Checkpoint(next) => {
@@ -215,10 +226,11 @@ where
                     state = next;
                 }
                 Step::Done(Control::Continue) => {
-                    pos += 1;
-                    if pos == items.len() {
+                    if pos + 1 == items.len() {
                         return Control::Continue;
                     }
+                    pos += 1;
+                    at.set(pos);
                     // The next item of a chunk. Not a checkpoint: chunks exist because
                     // iterations are short, and a snapshot per iteration would cost as
                     // much as the iteration; a rollback goes back to the chunk's start

@@ -221,7 +221,7 @@ where
             trace::span(SpanKind::Commit, name, work.index, t1, Instant::now(), None);
         }
         ts.epochs += 1;
-        ts.items += work.items.len() as u64;
+        ts.items += work.items_ran() as u64;
         ts.accesses += u64::from(cx.accesses());
         votes.epoch(
             work.rolled_back,

@@ -87,14 +87,20 @@ where
     /// Rolls a squashed epoch all the way back; it is never re-run.
     pub(super) fn squash(&self, cx: &EpochCx, work: &mut Work<It::Item, S>, ts: &mut ThreadStats) {
         if let Some(first) = work.snaps.first() {
-            ts.wasted += first.started.elapsed();
+            // The work thrown away ends where the epoch finished, if it had: a
+            // finished epoch may wait long for its commit (behind an earlier epoch
+            // whose panic took a backtrace, 50 ms), and the wait was no work. (Counted
+            // to now, a panicking loop's report showed more time wasted than its
+            // threads had.)
+            let end = work.finished.unwrap_or_else(Instant::now);
+            ts.wasted += end.saturating_duration_since(first.started);
             if let Some(name) = &self.trace {
                 trace::span(
                     SpanKind::Squashed,
                     name,
                     work.index,
                     first.started,
-                    Instant::now(),
+                    end,
                     None,
                 );
             }

@@ -36,6 +36,9 @@ pub(super) struct Work<T, S> {
     /// thread commits it.
     pub(super) ran: Duration,
     pub(super) lost: Duration,
+    /// The position, in its items, of the item its last attempt ended in: the last
+    /// one, unless that attempt ended the loop (`break`, `return`, a panic) early.
+    pub(super) reached: usize,
 }
 
 impl<T, S> Work<T, S> {
@@ -49,7 +52,14 @@ impl<T, S> Work<T, S> {
             finished: None,
             ran: Duration::ZERO,
             lost: Duration::ZERO,
+            reached: 0,
         }
+    }
+
+    /// The iterations its last attempt ran: all of its items, or up to the one
+    /// that ended the loop.
+    pub(super) fn items_ran(&self) -> usize {
+        (self.reached + 1).min(self.items.len())
     }
 
     /// The work the epoch took: the time its attempts ran, less what rollbacks
