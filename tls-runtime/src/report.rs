@@ -130,6 +130,11 @@ pub struct LoopReport {
     pub mode: RunMode,
     /// Threads that could run epochs (the caller included).
     pub threads: usize,
+    /// Threads that ran at least one epoch or in-order stretch: fewer than `threads`
+    /// when workers were busy with other loops, or did not start or wake in time (a
+    /// process's first loop, a busy machine). A loop that ran on one thread alone
+    /// had no chance to violate, whatever its dependences.
+    pub threads_ran: usize,
     /// Epochs committed.
     pub epochs: u64,
     /// Iterations run (an epoch runs one iteration, or several when chunked).
@@ -220,9 +225,15 @@ impl fmt::Display for LoopReport {
         } else {
             format!("{} ", printable(&self.name))
         };
+        let ran_on = if self.threads_ran > 0 && self.threads_ran < self.threads {
+            format!(", {} of them ran epochs", self.threads_ran)
+        } else {
+            String::new()
+        };
         writeln!(
             f,
-            "loop {named}at {location} ({:?}, {} threads): {} iterations in {} epochs, {:.3?}",
+            "loop {named}at {location} ({:?}, {} threads{ran_on}): {} iterations in {} epochs, \
+             {:.3?}",
             self.mode, self.threads, self.items, self.epochs, self.wall
         )?;
         writeln!(
@@ -348,6 +359,8 @@ pub(crate) struct ThreadStats {
     pub(crate) synced: HashMap<SourceLocation, SyncedLoad>,
     /// Their time, all loads together: not work, for the adaptive policy's windows.
     pub(crate) synced_wait: Duration,
+    /// Threads merged in that ran anything (see [`LoopReport::threads_ran`]).
+    pub(crate) threads_ran: usize,
 }
 
 impl ThreadStats {
@@ -404,6 +417,9 @@ impl ThreadStats {
 
     /// Adds `other` into `self`.
     pub(crate) fn merge(&mut self, other: ThreadStats) {
+        let ran = other.epochs + other.squashed + other.rollbacks > 0
+            || other.busy + other.wasted > Duration::ZERO;
+        self.threads_ran += usize::from(ran) + other.threads_ran;
         self.epochs += other.epochs;
         self.items += other.items;
         self.violations += other.violations;
@@ -500,6 +516,11 @@ impl ThreadStats {
             location: SourceLocation(location),
             mode,
             threads,
+            // Run in order, the loop ran on its caller's thread.
+            threads_ran: match mode {
+                RunMode::Parallel => self.threads_ran,
+                _ => 1,
+            },
             epochs: self.epochs,
             items: self.items,
             violations: self.violations,
@@ -549,10 +570,43 @@ pub(crate) fn printable(name: &str) -> std::borrow::Cow<'_, str> {
 }
 
 #[cfg(test)]
-mod printable_tests {
+mod tests {
+    use super::*;
+
     #[test]
     fn control_characters_in_a_name_are_escaped() {
         assert_eq!(super::printable("items été"), "items été");
         assert_eq!(super::printable("a\nb\t\u{1b}[31m"), "a\\nb\\t\\u{1b}[31m");
+    }
+
+    /// Two participants, one of which ran nothing: the report says one of the two
+    /// threads ran epochs; with both, it says nothing more.
+    #[test]
+    fn a_report_says_when_not_every_thread_ran_epochs() {
+        let report = |helper_ran: bool| {
+            let mut all = ThreadStats::default();
+            all.merge(ThreadStats {
+                epochs: 10,
+                items: 10,
+                busy: Duration::from_micros(100),
+                ..ThreadStats::default()
+            });
+            all.merge(ThreadStats {
+                epochs: u64::from(helper_ran),
+                ..ThreadStats::default()
+            });
+            let wall = Duration::from_micros(100);
+            all.into_report("l".into(), Location::caller(), RunMode::Parallel, 2, wall)
+        };
+        let alone = report(false);
+        assert_eq!(alone.threads_ran, 1);
+        assert!(
+            alone
+                .to_string()
+                .contains("(Parallel, 2 threads, 1 of them ran epochs)")
+        );
+        let both = report(true);
+        assert_eq!(both.threads_ran, 2);
+        assert!(both.to_string().contains("(Parallel, 2 threads)"), "{both}");
     }
 }

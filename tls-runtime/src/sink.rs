@@ -28,6 +28,8 @@ struct Totals {
     in_order: u64,
     in_order_no_workers: u64,
     in_order_measuring: u64,
+    /// Runs on several threads in which only the caller ran epochs.
+    runs_alone: u64,
     stuck_zombies: u64,
     wall: Duration,
     busy: Duration,
@@ -109,6 +111,7 @@ fn record(r: &LoopReport) {
                 in_order: 0,
                 in_order_no_workers: 0,
                 in_order_measuring: 0,
+                runs_alone: 0,
                 stuck_zombies: 0,
                 wall: Duration::ZERO,
                 busy: Duration::ZERO,
@@ -143,6 +146,7 @@ fn record(r: &LoopReport) {
     t.in_order += r.in_order_epochs;
     t.in_order_no_workers += r.in_order_no_workers;
     t.in_order_measuring += r.in_order_measuring;
+    t.runs_alone += u64::from(r.mode == RunMode::Parallel && r.threads > 1 && r.threads_ran == 1);
     t.stuck_zombies += r.stuck_zombies;
     t.wall += r.wall;
     t.busy += r.busy;
@@ -246,6 +250,14 @@ fn summary(all: &[Totals]) -> String {
                 crate::report::measuring_note(t.in_order_measuring)
             );
         }
+        if t.runs_alone > 0 {
+            let _ = writeln!(
+                out,
+                "    {} of its runs ran on the calling thread alone: no worker joined in time \
+                 (starting, waking, or busy with other loops)",
+                t.runs_alone
+            );
+        }
         if t.stuck_zombies > 0 {
             let _ = writeln!(
                 out,
@@ -301,7 +313,8 @@ fn json(all: &[Totals]) -> String {
             "  {{\"name\": {}, \"location\": {}, \"mode\": \"{}\", \"threads\": {}, \
              \"count\": {}, \"epochs\": {}, \"items\": {}, \
              \"violations\": {}, \"rollbacks\": {}, \"squashed\": {}, \"in_order\": {}, \
-             \"in_order_no_workers\": {}, \"in_order_measuring\": {}, \"stuck_zombies\": {}, \"wall_ns\": {}, \
+             \"in_order_no_workers\": {}, \"in_order_measuring\": {}, \"runs_alone\": {}, \
+             \"stuck_zombies\": {}, \"wall_ns\": {}, \
              \"busy_ns\": {}, \"wasted_ns\": {}, \"unwinding_ns\": {}, \"unwinds\": {}, \
              \"wait_ns\": {}, \"idle_ns\": {}, \"dependences\": [",
             json_str(&t.name),
@@ -321,6 +334,7 @@ fn json(all: &[Totals]) -> String {
             t.in_order,
             t.in_order_no_workers,
             t.in_order_measuring,
+            t.runs_alone,
             t.stuck_zombies,
             ns(t.wall),
             ns(t.busy),
