@@ -94,7 +94,10 @@ fn read_env() -> Env {
         },
         Err(_) => None,
     };
-    let mode = match std::env::var("TLS_MODE").as_deref() {
+    // Trimmed and in any case, as `TLS_THREADS` is trimmed: `TLS_MODE=" profile"`
+    // from a script, or `PROFILE`, mean what they say.
+    let mode_var = std::env::var("TLS_MODE").map(|m| m.trim().to_ascii_lowercase());
+    let mode = match mode_var.as_deref() {
         Err(_) | Ok("parallel") | Ok("") => Mode::Parallel,
         Ok("sequential") => Mode::Sequential,
         Ok("profile") => Mode::Profile,
@@ -123,10 +126,28 @@ fn read_env() -> Env {
     let trace = std::env::var_os("TLS_TRACE")
         .filter(|s| !s.is_empty())
         .map(std::path::PathBuf::from);
-    let spin_after = std::env::var("TLS_SPIN_US")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or(Duration::from_micros(1000), Duration::from_micros);
+    if let Some(path) = &trace
+        && path.extension().is_none_or(|e| e != "json")
+    {
+        eprintln!(
+            "tls-runtime: TLS_TRACE={:?} is not a `.json` path (the timeline is a file, \
+             not a stream); writing it there anyway",
+            path.display().to_string()
+        );
+    }
+    let spin_after = match std::env::var("TLS_SPIN_US") {
+        Err(_) => Duration::from_micros(1000),
+        Ok(s) => match s.trim().parse::<u64>() {
+            Ok(us) => Duration::from_micros(us),
+            Err(_) => {
+                eprintln!(
+                    "tls-runtime: TLS_SPIN_US={s:?} is not a whole number of microseconds; \
+                     using 1000"
+                );
+                Duration::from_micros(1000)
+            }
+        },
+    };
     let move_workers = match std::env::var("TLS_MOVE_WORKERS").as_deref() {
         Err(_) | Ok("") | Ok("on") => true,
         Ok("off") => false,

@@ -97,6 +97,18 @@ fn bad_settings_fall_back_with_a_warning() {
         stderr.contains("TLS_THREADS=\"zero\" is not a positive integer"),
         "{stderr}"
     );
+    let (_, stderr) = spawn_child(&[("TLS_MODE", "sequential"), ("TLS_SPIN_US", "abc")]);
+    assert!(
+        stderr.contains("TLS_SPIN_US=\"abc\" is not a whole number of microseconds"),
+        "{stderr}"
+    );
+}
+
+/// A mode written with spaces or capitals, as a script may, means what it says.
+#[test]
+fn a_mode_is_read_trimmed_and_in_any_case() {
+    let line = run_child(&[("TLS_MODE", " Profile "), ("TLS_THREADS", "2")]);
+    assert_eq!(line, format!("CHILD mode={:?} threads=1", RunMode::Profile));
 }
 
 /// A thread count no loop could use is cut to `MAX_THREADS`, with a warning; it
