@@ -232,9 +232,12 @@ impl fmt::Display for LoopReport {
         };
         writeln!(
             f,
-            "loop {named}at {location} ({:?}, {} threads{ran_on}): {} iterations in {} epochs, \
-             {:.3?}",
-            self.mode, self.threads, self.items, self.epochs, self.wall
+            "loop {named}at {location} ({:?}, {}{ran_on}): {} in {}, {:.3?}",
+            self.mode,
+            counted(self.threads as u64, "thread"),
+            counted(self.items, "iteration"),
+            counted(self.epochs, "epoch"),
+            self.wall
         )?;
         writeln!(
             f,
@@ -550,6 +553,15 @@ pub(crate) fn tests_location() -> SourceLocation {
     SourceLocation(Location::caller())
 }
 
+/// `n` and `word`, plural unless `n` is 1 ("1 thread", "2 threads").
+fn counted(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 /// A loop name as a terminal line shows it: control characters (a newline, an
 /// escape sequence) written as escapes, so that a name cannot break the report's
 /// layout or drive the terminal. Other characters, any script's, stay as they are.
@@ -598,6 +610,8 @@ mod tests {
             let wall = Duration::from_micros(100);
             all.into_report("l".into(), Location::caller(), RunMode::Parallel, 2, wall)
         };
+        assert_eq!(counted(1, "thread"), "1 thread");
+        assert_eq!(counted(0, "epoch"), "0 epochs");
         let alone = report(false);
         assert_eq!(alone.threads_ran, 1);
         assert!(
