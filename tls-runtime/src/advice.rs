@@ -157,7 +157,7 @@ pub(crate) fn advise(
                 100.0 * share.min(1.0)
             ),
         )
-    } else {
+    } else if load_share.is_some() {
         (
             AdviceKind::TrueDependence,
             format!(
@@ -166,6 +166,22 @@ pub(crate) fn advise(
                  ends, make it an accumulation (`x += ...`); if each iteration needs the one \
                  before's value, no annotation removes it (reading it later, with a \
                  `checkpoint!()` just before, keeps the work before the read)"
+            ),
+        )
+    } else {
+        // A parallel run places a load by its tracked accesses: with few of them an
+        // epoch, where the load comes in time is not known (a load after most of the
+        // work may be the first access). Say so rather than call it early.
+        (
+            AdviceKind::TrueDependence,
+            format!(
+                "a value an earlier iteration stores at {store} and this one loads at {load} \
+                 (how far into its iteration is not known here: too few tracked accesses an \
+                 epoch to tell; `TLS_MODE=profile` times it): if the loop only adds to it or \
+                 counts with it and uses it after it ends, make it an accumulation (`x += \
+                 ...`); if the load comes after most of the iteration's work, a \
+                 `checkpoint!()` just before it keeps that work; if each iteration needs the \
+                 one before's value from its start, no annotation removes it"
             ),
         )
     };
@@ -225,6 +241,12 @@ mod tests {
         assert_eq!(
             advise(elsewhere, elsewhere, at, Some(0.9), false).kind,
             AdviceKind::EscapeOrDefer
+        );
+        // Not placed: not called early.
+        let text = advise(store, load, at, None, false).text;
+        assert!(
+            !text.contains("early") && text.contains("not known"),
+            "{text}"
         );
         let text = advise(store, load, at, Some(0.8), false).text;
         assert!(
