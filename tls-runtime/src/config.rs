@@ -135,19 +135,7 @@ fn read_env() -> Env {
             path.display().to_string()
         );
     }
-    let spin_after = match std::env::var("TLS_SPIN_US") {
-        Err(_) => Duration::from_micros(1000),
-        Ok(s) => match s.trim().parse::<u64>() {
-            Ok(us) => Duration::from_micros(us),
-            Err(_) => {
-                eprintln!(
-                    "tls-runtime: TLS_SPIN_US={s:?} is not a whole number of microseconds; \
-                     using 1000"
-                );
-                Duration::from_micros(1000)
-            }
-        },
-    };
+    let spin_after = Duration::from_micros(whole_number("TLS_SPIN_US", 1000, "microseconds"));
     let move_workers = match std::env::var("TLS_MOVE_WORKERS").as_deref() {
         Err(_) | Ok("") | Ok("on") => true,
         Ok("off") => false,
@@ -158,19 +146,8 @@ fn read_env() -> Env {
             true
         }
     };
-    let zombie_warn = match std::env::var("TLS_ZOMBIE_WARN_MS") {
-        Err(_) => Duration::from_millis(2000),
-        Ok(s) => match s.trim().parse::<u64>() {
-            Ok(ms) => Duration::from_millis(ms),
-            Err(_) => {
-                eprintln!(
-                    "tls-runtime: TLS_ZOMBIE_WARN_MS={s:?} is not a whole number of \
-                     milliseconds; using 2000"
-                );
-                Duration::from_millis(2000)
-            }
-        },
-    };
+    let zombie_warn =
+        Duration::from_millis(whole_number("TLS_ZOMBIE_WARN_MS", 2000, "milliseconds"));
     Env {
         threads,
         mode,
@@ -179,6 +156,18 @@ fn read_env() -> Env {
         spin_after,
         move_workers,
         zombie_warn,
+    }
+}
+
+/// The whole number the environment variable `name` holds (trimmed), else `default`;
+/// a value that is not one says so and counts as `default`.
+fn whole_number(name: &str, default: u64, unit: &str) -> u64 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(s) => s.trim().parse::<u64>().unwrap_or_else(|_| {
+            eprintln!("tls-runtime: {name}={s:?} is not a whole number of {unit}; using {default}");
+            default
+        }),
     }
 }
 

@@ -54,6 +54,11 @@ pub(crate) const MAX_BACKOFF: u64 = 65536;
 /// dependence chain of 20 us iterations, some 0.6 ms per 100 ms).
 pub(crate) const MAX_STRETCH: Duration = Duration::from_millis(100);
 
+/// Whether `a` is more than `factor` times `b`, or `b` more than `factor` times `a`.
+fn far_apart(a: u64, b: u64, factor: u64) -> bool {
+    a > b.saturating_mul(factor) || b > a.saturating_mul(factor)
+}
+
 /// `ns` nanoseconds in picoseconds, at least 1 (0 means "not known").
 fn ps(ns: f64) -> u64 {
     ((ns * 1000.0) as u64).max(1)
@@ -224,7 +229,7 @@ impl LoopSite {
         // Averaged in a quarter at a time, a site that measured 60 ns iterations
         // and then ran 2.3 us ones judged three probes in a row against a cost too
         // low, each followed by an in-order stretch twice as long as the last.
-        let next = if old == 0 || now > old * STALE || now * STALE < old {
+        let next = if old == 0 || far_apart(now, old, STALE) {
             // New iterations: those of the window that sent the loop in order.
             self.cost_epoch_ps
                 .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
@@ -269,7 +274,7 @@ impl LoopSite {
         }
         if then == 0 {
             self.cost_epoch_ps.store(now, Relaxed);
-        } else if now > then.saturating_mul(EPOCH_STALE) || now.saturating_mul(EPOCH_STALE) < then {
+        } else if far_apart(now, then, EPOCH_STALE) {
             self.cost_epoch_ps.store(0, Relaxed);
             self.in_order_ps_per_item.store(0, Relaxed);
             self.measures.store(0, Relaxed);
