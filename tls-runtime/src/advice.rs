@@ -11,12 +11,13 @@
 //!   writes): every epoch changes one location that the next reads, a running total
 //!   or a counter. If the loop uses it only after it ends, an *accumulation*
 //!   (`total += x`) is applied at commit and never violates.
-//! - a load late in its epoch (past the middle: in profile mode, by the share of the
-//!   epoch's time run before it; in a parallel run, by the share of its tracked
-//!   accesses made before it): a *checkpoint* just before it keeps the work before it
-//!   when it is violated.
+//! - a load late in its epoch (more than half the epoch between the point a violation
+//!   rolls back to, its start or the checkpoint before the load, and the load: in
+//!   profile mode by the epoch's time, in a parallel run by its tracked accesses): a
+//!   *checkpoint* just before it keeps that work when it is violated.
 //! - otherwise a *true dependence*: a value an earlier iteration makes and this one
-//!   needs early. No annotation removes it.
+//!   needs early, or soon after a checkpoint that already keeps the work before it.
+//!   No annotation removes it.
 //!
 //! In profile mode the model also replays the loop with the fix applied and gives the
 //! speedup it predicts on 2 cores (`profile/advise.rs`); a parallel run names the fix
@@ -98,19 +99,31 @@ pub(crate) fn read_modify_write(store: SourceLocation, load: SourceLocation) -> 
 /// A load this far through its epoch or later is worth a checkpoint.
 pub(crate) const LATE_LOAD: f64 = 0.5;
 
-/// The fix for the dependence `store` → `load` of the loop at `at`; `load_share` is
-/// how far through its epoch the load comes, when known (profile mode: the share of
-/// the epoch's time; a parallel run: of its tracked accesses). `rare`: the
-/// dependence violated few of the epochs that ran speculatively (a parallel run's
-/// count), so a call that reads and writes is not one location every epoch updates
-/// but iterations that now and then meet on one (an account, a bucket).
+/// Where a violated load sits in its epoch, as far as a run can tell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LoadPlace {
+    /// Its sub-thread segment: 0 before the first `checkpoint!()`.
+    pub(crate) segment: u32,
+    /// How much of its epoch lies between the point a violation rolls back to (the
+    /// epoch's start, or the checkpoint before the load) and the load: what a
+    /// checkpoint just before it would keep. Profile mode: a share of the epoch's
+    /// time; a parallel run: of its tracked accesses; `None` when not known.
+    pub(crate) share: Option<f64>,
+}
+
+/// The fix for the dependence `store` → `load` of the loop at `at`, the load at
+/// `place`. `rare`: the dependence violated few of the epochs that ran
+/// speculatively (a parallel run's count), so a call that reads and writes is not
+/// one location every epoch updates but iterations that now and then meet on one
+/// (an account, a bucket).
 pub(crate) fn advise(
     store: SourceLocation,
     load: SourceLocation,
     at: SourceLocation,
-    load_share: Option<f64>,
+    place: LoadPlace,
     rare: bool,
 ) -> Advice {
+    let segment = place.segment;
     // Code the loop calls first: an `update` inside a log's or a pool's method is
     // that code's state, which an accumulation in the body cannot replace.
     let (kind, text) = if store.file() != at.file() {
@@ -147,17 +160,39 @@ pub(crate) fn advise(
                  violations"
             ),
         )
-    } else if let Some(share) = load_share.filter(|&s| s >= LATE_LOAD) {
+    } else if let Some(share) = place.share.filter(|&s| s >= LATE_LOAD) {
+        let percent = 100.0 * share.min(1.0);
+        let place = if segment == 0 {
+            format!("comes {percent:.0}% of the way through its epoch")
+        } else {
+            format!(
+                "comes {percent:.0}% of its epoch after the `checkpoint!()` before it \
+                 (segment {segment})"
+            )
+        };
         (
             AdviceKind::Checkpoint,
             format!(
-                "the load at {load} comes {:.0}% of the way through its epoch: a \
-                 `checkpoint!()` just before it keeps the work before it when the store \
-                 at {store} violates it",
-                100.0 * share.min(1.0)
+                "the load at {load} {place}: a `checkpoint!()` just before it keeps the \
+                 work before it when the store at {store} violates it"
             ),
         )
-    } else if load_share.is_some() {
+    } else if place.share.is_some() && segment > 0 {
+        // A checkpoint already stands before the load, with little work between:
+        // another one would keep next to nothing (an outside probe was advised the
+        // checkpoint it had, with the same speedup "then" as now).
+        (
+            AdviceKind::TrueDependence,
+            format!(
+                "the load at {load} already comes soon after a `checkpoint!()` (segment \
+                 {segment}): a violation by the store at {store} throws away little work, \
+                 and what it costs is the wait for the earlier iteration's value; if the \
+                 loop only adds to it or counts with it and uses it after it ends, make it \
+                 an accumulation (`x += ...`); if each iteration needs the one before's \
+                 value, no annotation removes it"
+            ),
+        )
+    } else if place.share.is_some() {
         (
             AdviceKind::TrueDependence,
             format!(
@@ -172,16 +207,27 @@ pub(crate) fn advise(
         // A parallel run places a load by its tracked accesses: with few of them an
         // epoch, where the load comes in time is not known (a load after most of the
         // work may be the first access). Say so rather than call it early.
+        let (how_far, before) = if segment == 0 {
+            (
+                "how far into its iteration".to_string(),
+                "before the load".to_string(),
+            )
+        } else {
+            (
+                format!("how far after the `checkpoint!()` before it (segment {segment})"),
+                "between that checkpoint and the load".to_string(),
+            )
+        };
         (
             AdviceKind::TrueDependence,
             format!(
                 "a value an earlier iteration stores at {store} and this one loads at {load} \
-                 (how far into its iteration is not known here: too few tracked accesses an \
-                 epoch to tell; `TLS_MODE=profile` times it): if the loop only adds to it or \
-                 counts with it and uses it after it ends, make it an accumulation (`x += \
-                 ...`); if the load comes after most of the iteration's work, a \
-                 `checkpoint!()` just before it keeps that work; if each iteration needs the \
-                 one before's value from its start, no annotation removes it"
+                 ({how_far} is not known here: too few tracked accesses an epoch to tell; \
+                 `TLS_MODE=profile` times it): if the loop only adds to it or counts with it \
+                 and uses it after it ends, make it an accumulation (`x += ...`); if much of \
+                 the iteration's work comes {before}, a `checkpoint!()` just before it keeps \
+                 that work; if each iteration needs the one before's value from its start, \
+                 no annotation removes it"
             ),
         )
     };
@@ -202,56 +248,94 @@ mod tests {
         SourceLocation(Location::caller())
     }
 
+    /// A load in segment 0 at `share`.
+    fn at(share: Option<f64>) -> LoadPlace {
+        LoadPlace { segment: 0, share }
+    }
+
     #[test]
     fn each_shape_gets_its_fix() {
-        let at = here();
+        let at_ = here();
         let update = here();
         let (load, store) = (here(), here());
+        let kind = |store, load, place, rare| advise(store, load, at_, place, rare).kind;
         // One call that reads and writes: a running total; unless few epochs met
         // there (iterations that update the same account now and then).
         assert_eq!(
-            advise(update, update, at, Some(0.9), false).kind,
+            kind(update, update, at(Some(0.9)), false),
             AdviceKind::Accumulate
         );
         assert_eq!(
-            advise(update, update, at, Some(0.9), true).kind,
+            kind(update, update, at(Some(0.9)), true),
             AdviceKind::TrueDependence
         );
         // A late load in the loop's own file: a checkpoint before it.
         assert_eq!(
-            advise(store, load, at, Some(0.8), false).kind,
+            kind(store, load, at(Some(0.8)), false),
             AdviceKind::Checkpoint
         );
         // An early one: a true dependence; and one whose position is unknown.
         assert_eq!(
-            advise(store, load, at, Some(0.1), false).kind,
+            kind(store, load, at(Some(0.1)), false),
             AdviceKind::TrueDependence
         );
         assert_eq!(
-            advise(store, load, at, None, false).kind,
+            kind(store, load, at(None), false),
             AdviceKind::TrueDependence
         );
         // A store in another file: code the loop calls, also when one call there
         // reads and writes (a log's append, a pool's take).
         let elsewhere = crate::report::tests_location();
         assert_eq!(
-            advise(elsewhere, load, at, Some(0.9), false).kind,
+            kind(elsewhere, load, at(Some(0.9)), false),
             AdviceKind::EscapeOrDefer
         );
         assert_eq!(
-            advise(elsewhere, elsewhere, at, Some(0.9), false).kind,
+            kind(elsewhere, elsewhere, at(Some(0.9)), false),
             AdviceKind::EscapeOrDefer
         );
         // Not placed: not called early.
-        let text = advise(store, load, at, None, false).text;
+        let text = advise(store, load, at_, at(None), false).text;
         assert!(
             !text.contains("early") && text.contains("not known"),
             "{text}"
         );
-        let text = advise(store, load, at, Some(0.8), false).text;
+        let text = advise(store, load, at_, at(Some(0.8)), false).text;
         assert!(
             text.contains(&load.to_string()) && text.contains("80%"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_load_soon_after_a_checkpoint_is_not_advised_another() {
+        let at_ = here();
+        let (load, store) = (here(), here());
+        let after = |share| LoadPlace { segment: 1, share };
+        // Right after the checkpoint: the checkpoint is there already.
+        let a = advise(store, load, at_, after(Some(0.0)), false);
+        assert_eq!(a.kind, AdviceKind::TrueDependence);
+        assert!(
+            a.text.contains("already") && a.text.contains("segment 1"),
+            "{}",
+            a.text
+        );
+        // Far after it: one just before the load keeps the work between the two.
+        let a = advise(store, load, at_, after(Some(0.7)), false);
+        assert_eq!(a.kind, AdviceKind::Checkpoint);
+        assert!(
+            a.text.contains("after the `checkpoint!()` before it"),
+            "{}",
+            a.text
+        );
+        // Not placed: says where it is not known from.
+        let a = advise(store, load, at_, after(None), false);
+        assert_eq!(a.kind, AdviceKind::TrueDependence);
+        assert!(
+            a.text
+                .contains("how far after the `checkpoint!()` before it (segment 1)"),
+            "{}",
+            a.text
         );
     }
 }

@@ -1,7 +1,7 @@
 //! What a speculative loop did: counts, where the time went, and the dependences that
 //! caused violations, ranked by the time they wasted.
 
-use crate::advice::{Advice, advise};
+use crate::advice::{Advice, LoadPlace, advise};
 use core::fmt;
 use core::panic::Location;
 use std::cell::RefCell;
@@ -58,7 +58,8 @@ pub struct Dependence {
     pub store: SourceLocation,
     /// The load in the later epoch that it invalidated.
     pub load: SourceLocation,
-    /// How many violations it caused.
+    /// How many violations it caused: one per rollback, so an epoch violated again
+    /// after its re-run counts again (a count can exceed the epochs that ran).
     pub count: u64,
     /// The work discarded by those violations.
     pub wasted: Duration,
@@ -334,6 +335,8 @@ pub(crate) struct DepAcc {
     wasted: Duration,
     segment: u32,
     load_access_sum: u64,
+    /// The loads' tracked accesses since their segment's start, summed.
+    in_segment_sum: u64,
 }
 
 /// What one thread saw while in a loop; merged into the loop's totals when it leaves.
@@ -402,6 +405,7 @@ impl ThreadStats {
         load: &'static Location<'static>,
         segment: u32,
         load_access: u32,
+        in_segment: u32,
         wasted: Duration,
     ) {
         self.violations += 1;
@@ -416,6 +420,7 @@ impl ThreadStats {
         d.wasted += wasted;
         d.segment = d.segment.min(segment);
         d.load_access_sum += u64::from(load_access);
+        d.in_segment_sum += u64::from(in_segment);
     }
 
     /// Adds `other` into `self`.
@@ -449,6 +454,7 @@ impl ThreadStats {
             d.wasted += v.wasted;
             d.segment = d.segment.min(v.segment);
             d.load_access_sum += v.load_access_sum;
+            d.in_segment_sum += v.in_segment_sum;
         }
         self.synced_wait += other.synced_wait;
         for (load, s) in other.synced {
@@ -486,8 +492,12 @@ impl ThreadStats {
             .deps
             .into_iter()
             .map(|((store, load), d)| {
-                let load_access = (d.load_access_sum / d.count.max(1)) as u32;
-                let share = per_epoch.map(|n| f64::from(load_access) / n);
+                let n = d.count.max(1);
+                let load_access = (d.load_access_sum / n) as u32;
+                let place = LoadPlace {
+                    segment: d.segment,
+                    share: per_epoch.map(|per| (d.in_segment_sum / n) as f64 / per),
+                };
                 let waits = synced.get(&load).map_or(0, |s| s.waits);
                 let rare = (d.count + waits) * 5 < speculative;
                 Dependence {
@@ -497,7 +507,7 @@ impl ThreadStats {
                     wasted: d.wasted,
                     segment: d.segment,
                     load_access,
-                    advice: Some(advise(store, load, SourceLocation(location), share, rare)),
+                    advice: Some(advise(store, load, SourceLocation(location), place, rare)),
                 }
             })
             .collect();

@@ -72,6 +72,31 @@ fn loops() {
         }
         Control::<()>::Continue
     });
+    // The late load again, with a checkpoint already right before it; and with one
+    // at the epoch's start, far before it.
+    let kept = Spec::new(0u64);
+    Loop::new()
+        .name("late load, checkpointed")
+        .run_segments(0..200usize, Seg::Head, |s| match s {
+            Seg::Head(i) => Step::Checkpoint(Seg::Tail(spin(20) ^ i as u64)),
+            Seg::Tail(x) => {
+                let before = kept.get();
+                kept.set(before ^ x);
+                Step::Done(Control::<()>::Continue)
+            }
+        });
+    let early = Spec::new(0u64);
+    Loop::new()
+        .name("late load, early checkpoint")
+        .run_segments(0..200usize, Seg::Head, |s| match s {
+            Seg::Head(i) => Step::Checkpoint(Seg::Tail(i as u64)),
+            Seg::Tail(i) => {
+                let x = spin(20) ^ i;
+                let before = early.get();
+                early.set(before ^ x);
+                Step::Done(Control::<()>::Continue)
+            }
+        });
     let total = Spec::new(0u64);
     Loop::new().name("running total").run(0..200usize, |i| {
         let x = spin(20) ^ i as u64;
@@ -204,6 +229,22 @@ fn predictions_follow_loop_structure() {
         "{} {}",
         find("late load"),
         advice("late load")
+    );
+    // With a checkpoint right before the load, another one would keep nothing: not
+    // advised (the load and the store hit one location in every epoch, so it is
+    // advised as the accumulation it may be). With the checkpoint at the epoch's
+    // start, the work between it and the load is what one before the load keeps.
+    assert_ne!(
+        kind("late load, checkpointed"),
+        "checkpoint",
+        "{}",
+        advice("late load, checkpointed")
+    );
+    assert_eq!(
+        kind("late load, early checkpoint"),
+        "checkpoint",
+        "{}",
+        advice("late load, early checkpoint")
     );
     // A total updated last by every epoch: whether the model's lockstep threads
     // collide on it depends on the recorded lengths (real threads collide about half

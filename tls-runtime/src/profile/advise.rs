@@ -16,7 +16,7 @@ use super::calibration::costs;
 use super::model::{IN_ORDER_RATIO, Site};
 use super::predict::predict_chunked;
 use super::recorder::{AccessKind, EpochProfile, Event};
-use crate::advice::{AdviceKind, advise, read_modify_write};
+use crate::advice::{AdviceKind, LoadPlace, advise, read_modify_write};
 use crate::report::{Dependence, SourceLocation};
 use std::time::Duration;
 
@@ -51,7 +51,10 @@ pub(crate) fn predicted_dependences(
                     SourceLocation(store),
                     SourceLocation(load),
                     SourceLocation(at),
-                    Some(share),
+                    LoadPlace {
+                        segment: d.segment,
+                        share: Some(share),
+                    },
                     // The replay's counts, not the run's: `rewrites` decides below.
                     false,
                 );

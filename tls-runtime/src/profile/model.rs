@@ -123,7 +123,9 @@ struct Hit {
     seg: usize,
     store: Option<Site>,
     load: Option<Site>,
-    /// The read's offset in its epoch, as a share of the epoch.
+    /// The read's offset from its segment's start (the epoch's start, or the
+    /// checkpoint before it), as a share of the epoch: the work a checkpoint just
+    /// before the read would keep.
     share: f64,
     /// Tracked accesses the epoch made before the read.
     index: u64,
@@ -287,7 +289,11 @@ pub(super) fn simulate_replay(
                                         seg,
                                         store,
                                         load: ev.site,
-                                        share: if e.dur > 0.0 { ev.at / e.dur } else { 0.0 },
+                                        share: if dur > 0.0 {
+                                            (read_at - t0 - seg_starts[seg]) / dur
+                                        } else {
+                                            0.0
+                                        },
                                         index: index - 1,
                                     });
                                 }

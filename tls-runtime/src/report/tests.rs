@@ -40,3 +40,34 @@ fn a_report_says_when_not_every_thread_ran_epochs() {
     assert_eq!(both.threads_ran, 2);
     assert!(both.to_string().contains("(Parallel, 2 threads)"), "{both}");
 }
+
+/// A parallel run places a violated load by its tracked accesses since its segment's
+/// start: a load right after a checkpoint is not advised another one, one far into
+/// its segment is.
+#[test]
+fn a_load_is_placed_in_its_segment() {
+    let (store, soon, late) = (Location::caller(), Location::caller(), Location::caller());
+    let mut ts = ThreadStats {
+        epochs: 10,
+        items: 10,
+        accesses: 200,
+        busy: Duration::from_micros(100),
+        ..ThreadStats::default()
+    };
+    for _ in 0..5 {
+        // 15 accesses into the epoch, none since the checkpoint before it.
+        ts.violation(store, soon, 1, 15, 0, Duration::from_micros(1));
+        // 15 accesses into the epoch, no checkpoint before it.
+        ts.violation(store, late, 0, 15, 15, Duration::from_micros(2));
+    }
+    let mut all = ThreadStats::default();
+    all.merge(ts);
+    let wall = Duration::from_micros(100);
+    let r = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 1, wall);
+    let kind = |load: &'static Location<'static>| {
+        let d = r.dependences.iter().find(|d| d.load.0 == load).unwrap();
+        d.advice.as_ref().unwrap().kind
+    };
+    assert_eq!(kind(soon), crate::AdviceKind::TrueDependence, "{r}");
+    assert_eq!(kind(late), crate::AdviceKind::Checkpoint, "{r}");
+}

@@ -55,6 +55,7 @@ where
                     item: 0,
                     state: first,
                     started: Instant::now(),
+                    accesses: cx.accesses(),
                 }),
                 Err(p) => {
                     drop(_current);
@@ -254,5 +255,6 @@ fn checkpoint<S: Clone>(cx: &EpochCx, pos: usize, next: &S, snaps: &mut Vec<Snap
         item: pos,
         state: next.clone(),
         started: Instant::now(),
+        accesses: cx.accesses(),
     });
 }

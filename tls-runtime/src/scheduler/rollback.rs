@@ -71,7 +71,10 @@ where
             work.rolled_back = true;
         }
         if let Some(c) = cause {
-            ts.violation(c.store, c.load, target, c.load_ordinal, lost);
+            let in_segment = c
+                .load_ordinal
+                .saturating_sub(work.snaps[target as usize].accesses);
+            ts.violation(c.store, c.load, target, c.load_ordinal, in_segment, lost);
             if c.real {
                 self.site
                     .synced
@@ -80,7 +83,9 @@ where
         }
         undo_to(cx, target);
         work.snaps.truncate(target as usize + 1);
-        work.snaps[target as usize].started = Instant::now();
+        let snap = &mut work.snaps[target as usize];
+        snap.started = Instant::now();
+        snap.accesses = cx.accesses();
         *cx.held_panic.borrow_mut() = None;
     }
 

@@ -17,6 +17,9 @@ pub(super) struct Snapshot<S> {
     pub(super) state: S,
     /// When the segment started (last started, after a rollback to it).
     pub(super) started: Instant,
+    /// The epoch's tracked accesses by then (`EpochCx::accesses`): a violated
+    /// load's place in its segment, for the report's advice.
+    pub(super) accesses: u32,
 }
 
 /// An epoch's work: its items and, per segment, the position and state it starts
