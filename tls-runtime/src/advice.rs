@@ -8,9 +8,12 @@
 //!   writes it in one call. *Escape* the call, with the undo that reverses it, or
 //!   *delay* it to commit.
 //! - the load and the store at one call in the body (an `update` that reads and
-//!   writes): every epoch changes one location that the next reads, a running total
-//!   or a counter. If the loop uses it only after it ends, an *accumulation*
-//!   (`total += x`) is applied at commit and never violates.
+//!   writes), or at two calls when the epochs that store the location loaded it
+//!   first (`x.set(x.get() + 1)`; profile mode sees every access, a parallel run the
+//!   storing epoch's own read when it made it speculatively): every epoch changes
+//!   one location that the next reads, a running total or a counter. If the loop
+//!   uses it only after it ends, an *accumulation* (`total += x`) is applied at
+//!   commit and never violates.
 //! - a load late in its epoch (more than half the epoch between the point a violation
 //!   rolls back to, its start or the checkpoint before the load, and the load: in
 //!   profile mode by the epoch's time, in a parallel run by its tracked accesses): a

@@ -94,6 +94,7 @@ pub(crate) fn maybe_violate(cx: &EpochCx) {
             load: here,
             load_ordinal: 0,
             real: false,
+            rewrite: None,
         });
     }
 }

@@ -1,7 +1,8 @@
 //! What a speculative loop did: counts, where the time went, and the dependences that
 //! caused violations, ranked by the time they wasted.
 
-use crate::advice::{Advice, LoadPlace, advise};
+use crate::advice::{Advice, AdviceKind, LoadPlace, advise, read_modify_write};
+use crate::epoch::Cause;
 use core::fmt;
 use core::panic::Location;
 use std::cell::RefCell;
@@ -337,7 +338,17 @@ pub(crate) struct DepAcc {
     load_access_sum: u64,
     /// The loads' tracked accesses since their segment's start, summed.
     in_segment_sum: u64,
+    /// Violations whose storing epoch had loaded the location at the same load
+    /// (`Cause::rewrite`), and those of which that is known.
+    rewrites: u64,
+    rewrites_known: u64,
 }
+
+/// Violations whose storing epoch's own read is known (it read the location while
+/// speculative: a homefree epoch's reads, as at a synchronized load, leave no
+/// record) that must be seen before a parallel run calls a two-call dependence a
+/// read-modify-write (`x.set(x.get() + 1)`).
+const REWRITES_SEEN: u64 = 2;
 
 /// What one thread saw while in a loop; merged into the loop's totals when it leaves.
 #[derive(Debug, Default)]
@@ -398,20 +409,19 @@ impl ThreadStats {
         self.synced_wait += waited;
     }
 
-    /// Counts a violation by `store` of `load` that discarded `wasted` of work.
+    /// Counts a violation of `cause`'s load in `segment`, `in_segment` tracked
+    /// accesses after the segment's start, that discarded `wasted` of work.
     pub(crate) fn violation(
         &mut self,
-        store: &'static Location<'static>,
-        load: &'static Location<'static>,
+        cause: &Cause,
         segment: u32,
-        load_access: u32,
         in_segment: u32,
         wasted: Duration,
     ) {
         self.violations += 1;
         let d = self
             .deps
-            .entry((SourceLocation(store), SourceLocation(load)))
+            .entry((SourceLocation(cause.store), SourceLocation(cause.load)))
             .or_insert(DepAcc {
                 segment,
                 ..DepAcc::default()
@@ -419,8 +429,10 @@ impl ThreadStats {
         d.count += 1;
         d.wasted += wasted;
         d.segment = d.segment.min(segment);
-        d.load_access_sum += u64::from(load_access);
+        d.load_access_sum += u64::from(cause.load_ordinal);
         d.in_segment_sum += u64::from(in_segment);
+        d.rewrites += u64::from(cause.rewrite == Some(true));
+        d.rewrites_known += u64::from(cause.rewrite.is_some());
     }
 
     /// Adds `other` into `self`.
@@ -455,6 +467,8 @@ impl ThreadStats {
             d.segment = d.segment.min(v.segment);
             d.load_access_sum += v.load_access_sum;
             d.in_segment_sum += v.in_segment_sum;
+            d.rewrites += v.rewrites;
+            d.rewrites_known += v.rewrites_known;
         }
         self.synced_wait += other.synced_wait;
         for (load, s) in other.synced {
@@ -500,6 +514,18 @@ impl ThreadStats {
                 };
                 let waits = synced.get(&load).map_or(0, |s| s.waits);
                 let rare = (d.count + waits) * 5 < speculative;
+                let mut advice = advise(store, load, SourceLocation(location), place, rare);
+                // A load and a store at two calls that nearly every violation whose
+                // storing epoch was speculative (a homefree one's reads leave no
+                // record) saw it make on one location, in that order: `x.set(x.get()
+                // + 1)`, as profile mode names it (`profile/advise.rs`, `rewrites`).
+                if advice.kind == AdviceKind::TrueDependence
+                    && !rare
+                    && d.rewrites_known >= REWRITES_SEEN
+                    && d.rewrites * 10 >= d.rewrites_known * 9
+                {
+                    advice = read_modify_write(store, load);
+                }
                 Dependence {
                     store,
                     load,
@@ -507,7 +533,7 @@ impl ThreadStats {
                     wasted: d.wasted,
                     segment: d.segment,
                     load_access,
-                    advice: Some(advise(store, load, SourceLocation(location), place, rare)),
+                    advice: Some(advice),
                 }
             })
             .collect();

@@ -20,6 +20,11 @@ pub(crate) struct Cause {
     /// A store really hit what the load read (not an injected violation, nor a
     /// version discarded with its container): what synchronized loads learn from.
     pub(crate) real: bool,
+    /// Whether the storing epoch had itself loaded the location at the same load
+    /// before the store (`x.set(x.get() + 1)`): a read-modify-write in two calls,
+    /// which the report's advice names as the accumulation it may be. `None`: not
+    /// known (a homefree epoch's reads leave no records).
+    pub(crate) rewrite: Option<bool>,
 }
 
 /// The shared, padded state of one in-flight epoch.

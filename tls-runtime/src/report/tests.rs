@@ -54,11 +54,18 @@ fn a_load_is_placed_in_its_segment() {
         busy: Duration::from_micros(100),
         ..ThreadStats::default()
     };
+    let cause = |load, rewrite| Cause {
+        store,
+        load,
+        load_ordinal: 15,
+        real: true,
+        rewrite: Some(rewrite),
+    };
     for _ in 0..5 {
         // 15 accesses into the epoch, none since the checkpoint before it.
-        ts.violation(store, soon, 1, 15, 0, Duration::from_micros(1));
+        ts.violation(&cause(soon, false), 1, 0, Duration::from_micros(1));
         // 15 accesses into the epoch, no checkpoint before it.
-        ts.violation(store, late, 0, 15, 15, Duration::from_micros(2));
+        ts.violation(&cause(late, false), 0, 15, Duration::from_micros(2));
     }
     let mut all = ThreadStats::default();
     all.merge(ts);
@@ -70,4 +77,47 @@ fn a_load_is_placed_in_its_segment() {
     };
     assert_eq!(kind(soon), crate::AdviceKind::TrueDependence, "{r}");
     assert_eq!(kind(late), crate::AdviceKind::Checkpoint, "{r}");
+}
+
+/// A load and a store at two calls that the storing epoch made on one location, in
+/// that order, in (nearly) every violation where that is known: named an
+/// accumulation, as profile mode names it; a value stored without being read first,
+/// or not known to be, a true dependence.
+#[test]
+fn a_read_modify_write_in_two_calls_is_advised_as_an_accumulation() {
+    let (store, load) = (Location::caller(), Location::caller());
+    let report = |rewrite: Option<bool>| {
+        let mut ts = ThreadStats {
+            epochs: 10,
+            items: 10,
+            busy: Duration::from_micros(100),
+            ..ThreadStats::default()
+        };
+        let cause = Cause {
+            store,
+            load,
+            load_ordinal: 0,
+            real: true,
+            rewrite,
+        };
+        for _ in 0..9 {
+            ts.violation(&cause, 0, 0, Duration::from_micros(1));
+        }
+        // Homefree writers: not known.
+        for _ in 0..9 {
+            let unknown = Cause {
+                rewrite: None,
+                ..cause
+            };
+            ts.violation(&unknown, 0, 0, Duration::from_micros(1));
+        }
+        let mut all = ThreadStats::default();
+        all.merge(ts);
+        let wall = Duration::from_micros(100);
+        let r = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 1, wall);
+        r.dependences[0].advice.as_ref().unwrap().kind
+    };
+    assert_eq!(report(Some(true)), crate::AdviceKind::Accumulate);
+    assert_eq!(report(Some(false)), crate::AdviceKind::TrueDependence);
+    assert_eq!(report(None), crate::AdviceKind::TrueDependence);
 }

@@ -74,7 +74,7 @@ where
             let in_segment = c
                 .load_ordinal
                 .saturating_sub(work.snaps[target as usize].accesses);
-            ts.violation(c.store, c.load, target, c.load_ordinal, in_segment, lost);
+            ts.violation(&c, target, in_segment, lost);
             if c.real {
                 self.site
                     .synced

@@ -288,7 +288,7 @@ impl<T> Slot<T> {
         log: impl FnOnce(),
     ) -> Option<T> {
         self.locked(|_, st| {
-            violate_readers(st, a, store, |seen| seen.tag <= a.tag);
+            violate_readers(st, a, store, true, |seen| seen.tag <= a.tag);
             match own_version(&st.versions, a) {
                 Own::Current(i) => {
                     let v = &mut st.versions[i];
@@ -324,7 +324,7 @@ impl<T> Slot<T> {
             if seen.tag != a.tag {
                 record_reader(st, a, seen, site);
             }
-            violate_readers(st, a, site, |seen| seen.tag <= a.tag);
+            violate_readers(st, a, site, true, |seen| seen.tag <= a.tag);
             let i = match own_version(&st.versions, a) {
                 Own::Current(i) => i,
                 Own::None | Own::Earlier => {
@@ -358,7 +358,8 @@ impl<T> Slot<T> {
                 }
             }
             if let Some(store) = store {
-                violate_readers(st, a, store, |seen| {
+                // A discarded version, not a store: nothing to say of its reads.
+                violate_readers(st, a, store, false, |seen| {
                     seen.tag == a.tag && seen.segment >= from_segment
                 });
             }
@@ -430,6 +431,7 @@ impl<T> Slot<T> {
                         load: v.store,
                         load_ordinal: 0,
                         real: false,
+                        rewrite: None,
                     },
                 );
                 values.push(v.value);
@@ -486,7 +488,7 @@ fn stale_after_direct_write<T>(
     store: &'static Location<'static>,
 ) {
     if let Some(a) = by {
-        violate_readers(st, a, store, |seen| seen.tag <= a.tag);
+        violate_readers(st, a, store, false, |seen| seen.tag <= a.tag);
     }
     violate_other_loops(st, by, store);
 }

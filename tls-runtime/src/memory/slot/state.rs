@@ -178,33 +178,50 @@ pub(super) fn record_reader<T>(
     });
 }
 
-fn cause(store: &'static Location<'static>, r: &Reader) -> Cause {
+/// The cause of `r`'s violation by `store`; `own_load`: where the storing epoch
+/// loaded the location itself (`Some(None)`: it did not), `None` if not known.
+fn cause(
+    store: &'static Location<'static>,
+    r: &Reader,
+    own_load: Option<Option<&'static Location<'static>>>,
+) -> Cause {
     Cause {
         store,
         load: r.load,
         load_ordinal: r.ordinal,
         real: true,
+        rewrite: own_load.map(|own| own == Some(r.load)),
     }
 }
 
 /// A speculative write by `a` (a new version, or an update of its own): violates the
 /// later readers of `a`'s loop for which `stale(seen)` holds. Records of other loops
-/// stay: a version is invisible to them.
+/// stay: a version is invisible to them. `mine_known`: `a`'s own read of the
+/// location, if it made one, is recorded, so a cause can say whether the writer read
+/// what it wrote. Not so for a homefree epoch writing the committed value: its reads
+/// since it became homefree leave no records (one from before is still there).
 pub(super) fn violate_readers<T>(
     st: &mut SpecState<T>,
     a: &Access<'_>,
     store: &'static Location<'static>,
+    mine_known: bool,
     stale: impl Fn(Seen) -> bool,
 ) {
     if !st.has_readers() {
         return;
     }
+    // The writer's own read of the location, if any (`x.set(x.get() + 1)`), when its
+    // reads are recorded.
+    let own_load = match st.reader_mut(a.tag) {
+        Some(r) => Some(Some(r.load)),
+        None => mine_known.then_some(None),
+    };
     st.retain_readers(|r| {
         if !is_live(a, r.tag) {
             return false;
         }
         if serial_of(r.tag) == serial_of(a.tag) && r.tag > a.tag && stale(r.seen) {
-            a.ring.violate(r.tag, r.segment, cause(store, r));
+            a.ring.violate(r.tag, r.segment, cause(store, r, own_load));
             // The reader rolls back and reads again; its record is no longer needed.
             return false;
         }
@@ -233,7 +250,7 @@ pub(super) fn violate_other_loops<T>(
         if !live_loops::is_running(serial) {
             return false;
         }
-        live_loops::violate(r.tag, r.segment, cause(store, r));
+        live_loops::violate(r.tag, r.segment, cause(store, r, None));
         false
     });
 }

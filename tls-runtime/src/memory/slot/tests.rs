@@ -93,6 +93,26 @@ fn write_violates_later_readers_that_saw_older_values_only() {
     assert_eq!(pending(&r, 2), NOT_VIOLATED);
 }
 
+/// A writer that loaded the location itself at the same load before its store
+/// (`x.set(x.get() + 1)`) says so in the cause of the violation it makes.
+#[test]
+fn a_violation_says_whether_the_writer_read_the_location_first() {
+    let r = ring(8);
+    let s = Slot::new(0u32);
+    let load = Location::caller();
+    // Epochs 1 and 2 read at the same load; epoch 1 then writes: a rewrite.
+    s.read_spec(&at(&r, 1, 0), load, |_| ());
+    s.read_spec(&at(&r, 2, 0), load, |_| ());
+    write(&s, &at(&r, 1, 0), 1);
+    let (_, cause) = r.slot(2).take_violation();
+    assert_eq!(cause.expect("a cause").rewrite, Some(true));
+    // Epoch 4 reads; epoch 3 writes without reading first: not one.
+    s.read_spec(&at(&r, 4, 0), load, |_| ());
+    write(&s, &at(&r, 3, 0), 3);
+    let (_, cause) = r.slot(4).take_violation();
+    assert_eq!(cause.expect("a cause").rewrite, Some(false));
+}
+
 #[test]
 fn own_reads_leave_no_record() {
     let r = ring(8);
