@@ -2,7 +2,7 @@
 //! [`EPOCHS`] iterations of about [`ITERATION`] each (a few milliseconds of work), the
 //! shape of a batch job that runs its loop once.
 //!
-//! A new site can meet the process in three states, each measured on its own:
+//! A new site can meet the process in these states, each measured on its own:
 //!
 //! - **Fresh process** (a child: this binary re-executed with `FIRST_RUN_CHILD` set),
 //!   its speculative data made before the plain loop is timed, as a program makes its
@@ -18,9 +18,16 @@
 //!   later ones): the workers start with the first run, and what starting them
 //!   costs the program's thread is part of it (one thread start, and moving it off
 //!   this thread's CPU: 0.1-0.2 ms on the 2-core development machine).
+//! - **The same, `start_workers()` first**: the second case in a process that calls
+//!   `tls_runtime::start_workers()` as it starts, before the plain loop.
 //! - **Warm process**: in this process, after the workers have started (and parked,
 //!   as they do after any pause), each repetition makes a new `LoopSite`. This
 //!   isolates the site's starting policy from the process start.
+//!
+//! And, for scale, rayon in the shape of the second case: a fresh process whose
+//! first `par_iter_mut` over data made right before it starts rayon's global pool
+//! (`RAYON_NUM_THREADS` set to the same thread count), its first run against its
+//! later ones. What a process's first thread start costs, any pool pays.
 //!
 //! Each speculative run, the first as the later ones, follows a plain run and a pause
 //! longer than idle workers spin (`TLS_SPIN_US`, 1 ms by default), so the later runs
@@ -161,6 +168,47 @@ fn timed(f: &mut dyn FnMut()) -> Duration {
     t.elapsed()
 }
 
+/// rayon's run of the loop over `out`, the same work per item (grains of 8 items,
+/// about the runtime's chunks here, so that neither pays for finer splitting).
+fn run_rayon(out: &mut [u64], iters: u64) {
+    use rayon::prelude::*;
+    out.par_iter_mut()
+        .enumerate()
+        .with_min_len(8)
+        .for_each(|(i, x)| *x = work(iters, i as u64));
+    black_box(out);
+}
+
+/// rayon's first run in this process against its later runs, each timed with its
+/// data made in it, after a plain run and a pause, as [`sample`] times ours.
+fn sample_rayon(iters: u64) -> Sample {
+    let mut plain_out = vec![0u64; EPOCHS];
+    let mut plain_loop = || {
+        for (i, x) in plain_out.iter_mut().enumerate() {
+            *x = work(iters, i as u64);
+        }
+        black_box(&plain_out);
+    };
+    timed(&mut plain_loop);
+    let mut plain = vec![timed(&mut plain_loop)];
+    let mut rayon_run = || run_rayon(&mut vec![0u64; EPOCHS], iters);
+    let first = timed(&mut rayon_run);
+    let mut later = Vec::new();
+    for _ in 0..LATER {
+        plain.push(timed(&mut plain_loop));
+        later.push(timed(&mut rayon_run));
+    }
+    Sample {
+        plain: median(plain),
+        first,
+        later,
+        first_in_order: 0,
+        first_no_workers: 0,
+        first_epochs: 0,
+        later_in_order: 0,
+    }
+}
+
 /// One new site: the plain loop, the site's first run, its later runs, each
 /// speculative run after a plain one. `data_first`: the speculative data is made
 /// before the plain loop runs (else right before the first speculative loop, in
@@ -244,16 +292,26 @@ fn summary(samples: &[Sample]) {
     );
 }
 
-/// The kinds of child process: (name, own site, data made before the plain loop).
-const KINDS: [(&str, bool, bool); 3] = [
+/// The kinds of child process: (name, own site, data made before the plain loop);
+/// the last is rayon's.
+const KINDS: [(&str, bool, bool); 5] = [
     ("site", true, true),
     ("default", false, true),
     ("cold", true, false),
+    ("early", true, false),
+    ("rayon", false, false),
 ];
 
 /// In a child process: one sample of `kind`, printed as one line for the parent.
 fn child(kind: &str) {
+    if kind == "rayon" {
+        println!("{}", sample_rayon(calibrate()).to_line());
+        return;
+    }
     let &(_, own, data_first) = KINDS.iter().find(|k| k.0 == kind).expect("a kind");
+    if kind == "early" {
+        tls_runtime::start_workers();
+    }
     let site = own.then(|| &*Box::leak(Box::new(LoopSite::new())));
     println!("{}", sample(calibrate(), site, data_first).to_line());
 }
@@ -262,6 +320,7 @@ fn from_child(iters: u64, kind: &str) -> Sample {
     let out = Command::new(std::env::current_exe().unwrap())
         .env("FIRST_RUN_CHILD", kind)
         .env("FIRST_RUN_ITERS", iters.to_string())
+        .env("RAYON_NUM_THREADS", threads().to_string())
         .output()
         .expect("run the bench as a child");
     Sample::from_line(&String::from_utf8_lossy(&out.stdout))
@@ -293,6 +352,8 @@ fn main() {
         "a LoopSite of its own, data made before the plain loop",
         "the default site of Loop::new(), data made before the plain loop",
         "a LoopSite of its own, data made right before the first loop (the workers start with it)",
+        "the same, with tls_runtime::start_workers() first thing in the process",
+        "rayon, the same, its global pool started by its first loop",
     ];
     for (title, samples) in titles.iter().zip(&by_kind) {
         println!(" {title}:");

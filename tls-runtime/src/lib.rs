@@ -288,6 +288,7 @@ pub use run::{for_each, poll};
 /// function form of the same thing is [`for_each`] and [`Loop::run`].
 #[doc(inline)]
 pub use tls_macros::tls_loop;
+pub use workers::start_workers;
 
 /// A sub-thread checkpoint: `checkpoint!();` as a statement at the top level of a
 /// [`tls_loop`] body.

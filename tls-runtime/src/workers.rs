@@ -38,6 +38,25 @@ pub(crate) use start::Starts;
 pub(crate) use start::{ensure_workers, prestart};
 
 use crate::config::env;
+
+/// Starts the pool's worker threads now, rather than with the program's first
+/// speculative container or loop; a no-op once they started.
+///
+/// The first thread a process starts costs its caller 0.1 to 0.2 ms on the 2-core
+/// development machine (the kernel's thread creation, and moving the new thread
+/// off the caller's CPU), and the new thread joins a loop some 0.05 ms after. A
+/// program that makes its data right before its first loop (a batch job that runs
+/// its loop once) pays that in the loop: with 1.6 ms of work, its first run took
+/// 1.14 times as long as its later runs, as rayon's did with its pool started by
+/// its first loop (1.15; `cargo bench -p tls-runtime --bench first_run`). Calling
+/// this at the top of `main` overlaps the start with whatever the program does
+/// before its first loop (reading its input, say).
+///
+/// Nothing starts in `TLS_MODE=sequential` or `profile`, with `TLS_THREADS=1`, or on
+/// a thread that may run on one CPU only, where no loop would use a worker.
+pub fn start_workers() {
+    prestart();
+}
 use crate::sync::{self as model, lock_std};
 use affinity::WorkerThread;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
