@@ -123,9 +123,15 @@ fn read_env() -> Env {
             ReportSink::Json(s.into())
         }
     };
+    if let ReportSink::Json(path) = &report {
+        check_output("TLS_REPORT", path, "the reports");
+    }
     let trace = std::env::var_os("TLS_TRACE")
         .filter(|s| !s.is_empty())
         .map(std::path::PathBuf::from);
+    if let Some(path) = &trace {
+        check_output("TLS_TRACE", path, "the timeline");
+    }
     if let Some(path) = &trace
         && path.extension().is_none_or(|e| e != "json")
     {
@@ -156,6 +162,28 @@ fn read_env() -> Env {
         spin_after,
         move_workers,
         zombie_warn,
+    }
+}
+
+/// Says at once, rather than at exit after the whole run, when the file `var`
+/// names cannot be written: its directory is missing, or it is a directory.
+fn check_output(var: &str, path: &std::path::Path, what: &str) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let problem = if path.is_dir() {
+        Some("it is a directory".to_string())
+    } else if !dir.is_dir() {
+        Some(format!("{} is not a directory", dir.display()))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        eprintln!(
+            "tls-runtime: {var}={:?}: {problem}; {what} will not be written there",
+            path.display().to_string()
+        );
     }
 }
 

@@ -256,14 +256,20 @@ impl fmt::Display for LoopReport {
                 measuring_note(self.in_order_measuring)
             )?;
         }
-        writeln!(
-            f,
-            "  time: busy {:.1}%  violated {:.1}%  waiting {:.1}%  idle {:.1}%",
-            pct(self.busy),
-            pct(self.wasted),
-            pct(self.wait),
-            pct(self.idle)
-        )?;
+        if self.items == 0 && self.epochs == 0 {
+            // The shares of a run with nothing to run are of its setup alone (an
+            // outside probe's empty loop read as "busy 90.9%").
+            writeln!(f, "  time: no iterations to run")?;
+        } else {
+            writeln!(
+                f,
+                "  time: busy {:.1}%  violated {:.1}%  waiting {:.1}%  idle {:.1}%",
+                pct(self.busy),
+                pct(self.wasted),
+                pct(self.wait),
+                pct(self.idle)
+            )?;
+        }
         if self.stuck_zombies > 0 {
             writeln!(
                 f,

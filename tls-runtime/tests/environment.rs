@@ -26,6 +26,10 @@ fn child_body() {
     assert_eq!(p.name, "panics", "{p}");
     assert!(p.items >= 6, "{p}");
     println!("CHILD mode={:?} threads={}", r.mode, r.threads);
+    if std::env::var_os("TLS_ENV_CHILD_LINGER").is_some() {
+        // For what the workers say in the background.
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+    }
 }
 
 #[test]
@@ -124,4 +128,43 @@ fn a_thread_count_past_the_limit_is_cut() {
         tls_runtime::MAX_THREADS
     );
     assert!(stderr.contains(&want), "{stderr}");
+}
+
+/// Many times more threads than cores: a warning, from a worker (in the background,
+/// as it reads the core count); a few more: none.
+#[test]
+fn many_more_threads_than_cores_are_warned_of() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for threads in [cores + 1, 4 * cores + 1] {
+        let n = threads.to_string();
+        let (_, stderr) = spawn_child(&[
+            ("TLS_MODE", "parallel"),
+            ("TLS_THREADS", &n),
+            ("TLS_ENV_CHILD_LINGER", "1"),
+        ]);
+        let warned = stderr.contains(&format!("TLS_THREADS={n} on {cores} cores"));
+        assert_eq!(warned, threads > 4 * cores, "{threads} threads: {stderr}");
+    }
+}
+
+/// A report or a timeline that cannot be written is said at once, not only at exit.
+#[test]
+fn an_output_that_cannot_be_written_is_said_at_once() {
+    let (stdout, stderr) = spawn_child(&[
+        ("TLS_MODE", "sequential"),
+        ("TLS_REPORT", "/nonexistent-tls-dir/r.json"),
+        ("TLS_TRACE", "/nonexistent-tls-dir/t.json"),
+    ]);
+    for var in ["TLS_REPORT", "TLS_TRACE"] {
+        let want = format!("{var}=\"/nonexistent-tls-dir/");
+        let at = stderr.find(&want).unwrap_or_else(|| panic!("{stderr}"));
+        assert!(stderr[at..].contains("is not a directory"), "{stderr}");
+    }
+    assert!(stdout.contains("CHILD "), "{stdout}");
+    let dir = std::env::temp_dir();
+    let (_, stderr) = spawn_child(&[
+        ("TLS_MODE", "sequential"),
+        ("TLS_REPORT", dir.to_str().unwrap()),
+    ]);
+    assert!(stderr.contains("it is a directory"), "{stderr}");
 }

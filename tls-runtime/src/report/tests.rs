@@ -121,3 +121,19 @@ fn a_read_modify_write_in_two_calls_is_advised_as_an_accumulation() {
     assert_eq!(report(Some(false)), crate::AdviceKind::TrueDependence);
     assert_eq!(report(None), crate::AdviceKind::TrueDependence);
 }
+
+/// A run with nothing to run says so, rather than shares of its setup.
+#[test]
+fn an_empty_run_has_no_time_shares() {
+    let mut all = ThreadStats::default();
+    all.merge(ThreadStats {
+        busy: Duration::from_micros(10),
+        idle: Duration::from_micros(1),
+        ..ThreadStats::default()
+    });
+    let wall = Duration::from_micros(12);
+    let r = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 2, wall);
+    let text = r.to_string();
+    assert!(text.contains("time: no iterations to run"), "{text}");
+    assert!(!text.contains("busy"), "{text}");
+}

@@ -166,6 +166,29 @@ pub(crate) fn prestart() {
     }
 }
 
+/// Warns, once, when `TLS_THREADS` asks for many times more threads than the
+/// process has cores: they time-share the cores, and a report's busy time counts
+/// the time an epoch's thread waited for one (an outside probe's
+/// `TLS_THREADS=100000`, cut to 1024 on 2 cores, ran 18 times slower with no word
+/// but the cut). Run on a worker: reading the core count is slow.
+fn warn_if_oversubscribed() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let Some(threads) = env().threads else {
+        return;
+    };
+    let cores = crate::config::cores();
+    if threads > OVERSUBSCRIBED * cores && !WARNED.swap(true, SeqCst) {
+        eprintln!(
+            "tls-runtime: TLS_THREADS={threads} on {cores} cores: the threads time-share \
+             the cores, and each loop's report counts the time they wait for one as busy"
+        );
+    }
+}
+
+/// How many threads per core `TLS_THREADS` may ask for before [`warn_if_oversubscribed`]
+/// warns (a few more threads than cores is a fair experiment).
+const OVERSUBSCRIBED: usize = 4;
+
 /// Starts workers while this thread holds the turn ([`Starts::run_turn`];
 /// `program`: this is a program's thread, which starts one). Each takes the CPU set
 /// `home` (that of the program's thread that asked) as it starts: one started by a
@@ -212,6 +235,7 @@ fn start_one(
                     let n = crate::config::default_threads().saturating_sub(1);
                     p.starts.wanted.fetch_max(n, SeqCst);
                 }
+                warn_if_oversubscribed();
                 start_workers(p, home, false, false);
             }
             worker_main(pool(), &running)
