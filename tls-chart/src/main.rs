@@ -157,11 +157,11 @@ fn num(l: &Value, key: &str, file: &str) -> Result<f64, String> {
 fn bars(reports: &[(String, Vec<Value>)], baseline: &[Value]) -> Result<Vec<Bar>, String> {
     let mut out = Vec::new();
     for (file, loops) in reports {
-        for l in loops {
+        for (i, l) in loops.iter().enumerate() {
             let name = l
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("{file}: a loop has no name"))?;
+                .ok_or_else(|| format!("{file}: loop {} (counting from 1) has no name", i + 1))?;
             let wall = num(l, "wall_ns", file)?;
             let parts = [
                 num(l, "busy_ns", file)?,
@@ -204,7 +204,9 @@ fn draw(bars: &[Bar], out: &PathBuf) -> Result<(), String> {
     let root = SVGBackend::new(out, (width, 420)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", out.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let top = bars.iter().map(|b| b.height).fold(1.0f64, f64::max) * 1.15;
+    // Room above the tallest bar for the legend, drawn in the upper right corner
+    // (at 1.15 it covered the last bar's top when that bar was the tallest).
+    let top = bars.iter().map(|b| b.height).fold(1.0f64, f64::max) * 1.45;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "Execution time normalized to sequential",
@@ -347,7 +349,14 @@ fn timeline_spans(trace: &Value, window: Option<(f64, f64)>) -> Result<Timeline,
             None => format!("the trace's spans start at {start} us, too far out to draw"),
         });
     }
+    let end = spans.iter().map(|s| s.to).fold(f64::NEG_INFINITY, f64::max);
     spans.retain(|s| s.to > from && s.from < to);
+    if spans.is_empty() {
+        return Err(format!(
+            "no span of the trace lies in --window-us {from},{to} (its spans run from \
+             {start:.0} to {end:.0} us)"
+        ));
+    }
     Ok((spans, lanes.into_iter().map(|l| l.1).collect(), (from, to)))
 }
 
@@ -460,10 +469,11 @@ fn run() -> Result<(), String> {
         );
         reports.push((name, read_json(p)?));
     }
-    let bars = bars(&reports, &baseline)?;
+    let mut bars = bars(&reports, &baseline)?;
     if bars.is_empty() {
         return Err("the reports hold no loop with any time to draw".into());
     }
+    let left_out = keep_tallest(&mut bars, MAX_BARS);
     draw(&bars, &args.out)?;
     for b in &bars {
         println!(
@@ -476,8 +486,38 @@ fn run() -> Result<(), String> {
             100.0 * b.shares[3]
         );
     }
+    if left_out > 0 {
+        println!(
+            "{left_out} more loops, each shorter (against its sequential time) than those \
+             above, not drawn: a chart of more than {MAX_BARS} bars cannot be read"
+        );
+    }
     println!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// The most bars a chart draws (an outside probe's report of 5,000 loops made an
+/// SVG 700,000 pixels wide).
+const MAX_BARS: usize = 40;
+
+/// Keeps the `max` tallest of `bars` (the loops that took longest against their
+/// sequential time), in their order; returns how many it dropped.
+fn keep_tallest(bars: &mut Vec<Bar>, max: usize) -> usize {
+    if bars.len() <= max {
+        return 0;
+    }
+    let mut heights: Vec<f64> = bars.iter().map(|b| b.height).collect();
+    heights.sort_by(|a, b| b.total_cmp(a));
+    let cut = heights[max - 1];
+    // Ties at the cut: the first ones in order.
+    let mut room = max;
+    let before = bars.len();
+    bars.retain(|b| {
+        let keep = room > 0 && b.height >= cut;
+        room -= usize::from(keep);
+        keep
+    });
+    before - bars.len()
 }
 
 fn main() -> ExitCode {

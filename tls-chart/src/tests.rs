@@ -109,3 +109,38 @@ fn a_window_that_cannot_be_drawn_is_an_error() {
     assert!(timeline_spans(&far, None).is_err());
     assert!(timeline_spans(&trace, Some((0.0, 1e12))).is_ok());
 }
+
+/// A window with no span in it is an error naming where the spans are, not an
+/// empty chart.
+#[test]
+fn a_window_without_spans_is_refused() {
+    let trace = json!({"traceEvents": [
+        {"ph": "X", "tid": 7, "ts": 10.0, "dur": 5.0, "cat": "ran"}
+    ]});
+    let e = timeline_spans(&trace, Some((-10.0, 5.0))).unwrap_err();
+    assert!(
+        e.contains("no span") && e.contains("from 10 to 15 us"),
+        "{e}"
+    );
+}
+
+/// More loops than a chart can show: the tallest, in order; a nameless loop is
+/// named by its place.
+#[test]
+fn a_chart_keeps_its_tallest_bars() {
+    let loops: Vec<Value> = (0..50u64)
+        .map(|i| loop_json(&format!("l{i}"), 100 + (i * 37) % 50, 100, 0, 0, 0))
+        .collect();
+    let mut b = bars(&[("r.json".into(), loops)], &[]).unwrap();
+    let shortest = b.iter().map(|b| b.height).fold(f64::INFINITY, f64::min);
+    assert_eq!(keep_tallest(&mut b, 40), 10);
+    assert_eq!(b.len(), 40);
+    assert!(b.iter().all(|b| b.height > shortest));
+    let labels: Vec<usize> = b
+        .iter()
+        .map(|b| b.label[1..b.label.find(' ').unwrap()].parse().unwrap())
+        .collect();
+    assert!(labels.windows(2).all(|w| w[0] < w[1]), "{labels:?}");
+    let e = bars(&[("r.json".into(), vec![json!({"wall_ns": 1})])], &[]).unwrap_err();
+    assert!(e.contains("loop 1 (counting from 1) has no name"), "{e}");
+}
