@@ -53,6 +53,10 @@ pub struct Database {
     pub(crate) aborts: Counter,
     pub(crate) deadlocks: Counter,
     checkpoints: AtomicU64,
+    /// This open database among all opened in the process: what ties a
+    /// [`crate::LeafHint`] to it (two databases that ran the same DDL have the
+    /// same table ids, and their transaction ids meet).
+    pub(crate) instance: u64,
     pub(crate) checkpoint_failures: AtomicU64,
 }
 
@@ -159,6 +163,10 @@ impl Database {
             aborts: Counter::default(),
             deadlocks: Counter::default(),
             checkpoints: AtomicU64::new(0),
+            instance: {
+                static OPENED: AtomicU64 = AtomicU64::new(1);
+                OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             checkpoint_failures: AtomicU64::new(0),
         };
         recovery::recover(&db.store, &header, &db.next_txn)?;

@@ -72,6 +72,8 @@ struct Lent {
 /// key ([`SharedTxn::update_at`]). Opaque; `Default` is "nowhere" (a descent).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LeafHint {
+    /// The database ([`Database`]'s `instance`; 0 in the default hint).
+    db: u64,
     txn: u64,
     table: PageId,
     leaf: PageId,
@@ -266,6 +268,7 @@ impl SharedTxn<'_, '_> {
         Ok((
             found,
             LeafHint {
+                db: self.db.instance,
                 txn: self.id,
                 table: table.0,
                 leaf,
@@ -309,13 +312,16 @@ impl SharedTxn<'_, '_> {
             self.registered.store(true, Ordering::Release);
         }
         let hint = self.hint(root);
-        // Only a leaf this transaction found in this tree: pages do not leave a
-        // tree while its table lock is held, which is the transaction's.
-        let mut leaf = if at.txn == self.id && at.table == root && at.leaf != 0 {
-            at.leaf
-        } else {
-            hint.map_or(0, |h| h.load(Ordering::Relaxed))
-        };
+        // Only a leaf this transaction of this database found in this tree: pages
+        // do not leave a tree while its table lock is held, which is the
+        // transaction's. (A hint from another database with the same transaction
+        // and table ids was followed into another tree's leaf, and wrote there.)
+        let mut leaf =
+            if at.db == self.db.instance && at.txn == self.id && at.table == root && at.leaf != 0 {
+                at.leaf
+            } else {
+                hint.map_or(0, |h| h.load(Ordering::Relaxed))
+            };
         let mut ctx = spin_lock(self.ctxs.mine()).pop().unwrap_or_else(|| LogCtx {
             txn: self.id,
             chain: Some(Arc::clone(&self.chain)),
@@ -351,7 +357,7 @@ impl SharedTxn<'_, '_> {
 
     /// [`SharedTxn::update`] starting from where a read of the same key in this
     /// transaction ended ([`SharedTxn::get_for_update_at`]). A hint from another
-    /// transaction or table is ignored; a leaf that no longer holds the key (it
+    /// database, transaction or table is ignored; a leaf that no longer holds the key (it
     /// split meanwhile) costs a descent.
     pub fn update_at(&self, table: TableId, key: &[u8], value: &[u8], at: LeafHint) -> Result<()> {
         match self.write_at(table, key, Modify::Update(value), at)? {

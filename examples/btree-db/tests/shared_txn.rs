@@ -194,6 +194,62 @@ fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {
     assert_eq!(db.pins_and_locks(), (0, 0));
 }
 
+/// A hint from another database whose transaction and table ids are this one's (two
+/// databases that ran the same DDL) is not followed: it led into another tree's leaf
+/// of this database, which the write changed, unlocked, and an abort then "undid"
+/// with the other row's value.
+#[test]
+fn a_hint_from_another_database_is_ignored() {
+    for abort in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a_dir).unwrap();
+        std::fs::create_dir_all(&b_dir).unwrap();
+        let (a, b) = (
+            open(&a_dir, Duration::from_secs(5)),
+            open(&b_dir, Duration::from_secs(5)),
+        );
+        let (ax, _) = (a.create_table("x").unwrap(), a.create_table("y").unwrap());
+        let (bx, by) = (b.create_table("x").unwrap(), b.create_table("y").unwrap());
+        assert_eq!(ax, bx);
+        // In `a`, `x`'s leaves hold the key; in `b`, `y`'s do, and `x` holds it alone.
+        let mut t = a.begin();
+        for i in 0..1000u32 {
+            t.put(ax, &key(i), &[1; 32]).unwrap();
+        }
+        t.commit().unwrap();
+        let mut t = b.begin();
+        for i in 0..1000u32 {
+            t.put(by, &key(i), &[2; 32]).unwrap();
+        }
+        t.put(bx, &key(500), &[3; 8]).unwrap();
+        t.commit().unwrap();
+        let (mut ta, mut tb) = (a.begin(), b.begin());
+        assert_eq!(ta.id(), tb.id(), "the case needs equal transaction ids");
+        {
+            let (sa, sb) = (ta.share(), tb.share());
+            let mut out = Vec::new();
+            let (_, foreign) = sa.get_for_update_at(ax, &key(500), &mut out).unwrap();
+            sb.update_at(bx, &key(500), &[4; 8], foreign).unwrap();
+        }
+        ta.commit().unwrap();
+        if abort {
+            tb.abort().unwrap();
+        } else {
+            tb.commit().unwrap();
+        }
+        let mut t = b.begin();
+        let x = if abort { vec![3; 8] } else { vec![4; 8] };
+        assert_eq!(t.get(bx, &key(500)).unwrap(), Some(x), "abort: {abort}");
+        assert_eq!(
+            t.get(by, &key(500)).unwrap(),
+            Some(vec![2; 32]),
+            "abort: {abort}"
+        );
+        t.commit().unwrap();
+    }
+}
+
 /// A write handed the hint of a read for update holds the row's lock whatever became
 /// of that read's acquisition: undone since, made for another key, or made in an
 /// earlier lending of the transaction. Each time, another transaction must find the
