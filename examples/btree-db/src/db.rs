@@ -3,7 +3,7 @@
 //! Transactions begin in `crate::txn` ([`Database::begin`]); tables and
 //! indexes are created and dropped in `crate::ddl`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -70,7 +70,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Database {
     /// Opens the database file at `path`, creating it if missing, and runs
     /// crash recovery (redo, then undo of unfinished transactions). The log
-    /// lives next to it in files named `<path>.wal.<n>`.
+    /// lives next to it in files named `<path>.wal.<n>`; through a symbolic
+    /// link, next to the file the link leads to, named after it (unless the
+    /// database was written through the link before this rule, when its log
+    /// is under the link's name).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Arc<Database>> {
         let path = path.as_ref().to_path_buf();
         let ps = options.page_size;
@@ -112,6 +115,7 @@ impl Database {
                  not mounted?)",
             )));
         }
+        let path = log_home(path, options.log_segment_bytes)?;
         let (pager, mut header) = Pager::open(&path)?;
         check_pool_fits(options.pool_pages, pager.page_size())?;
         // The segment size numbers the log's files: an existing database keeps
@@ -457,6 +461,19 @@ fn physical_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+/// The path the database's log files are named after: through a symbolic link,
+/// the file it leads to, so that the log lies beside the data and the database
+/// opens under any link to it (the link's own name found no log: "the log is
+/// damaged"). A database written through the link before keeps its log under the
+/// link's name, where it is found.
+fn log_home(path: PathBuf, segment_bytes: u64) -> Result<PathBuf> {
+    let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link || Wal::new(&path, segment_bytes, 0).has_segments()? {
+        return Ok(path);
+    }
+    Ok(std::fs::canonicalize(&path)?)
 }
 
 /// Whether anything is at `path`, a symbolic link whose target is missing

@@ -42,7 +42,9 @@ pub enum Error {
     /// valid records follow a damaged one, the log ends before the last
     /// checkpoint, or a page on disk is newer than the end of the log. The
     /// database refuses to open rather than lose committed transactions
-    /// silently; restore the files from a backup.
+    /// silently; restore the files from a backup (or, when the reason is that no
+    /// log file is there at all, open the file under the name it was written
+    /// under: the log's files are named after it).
     LogDamaged {
         /// Where the damage was found (the LSN of the first bad byte, or the
         /// end of the readable log).

@@ -36,10 +36,21 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
     // less lost records: perhaps committed ones, which nothing else would
     // show when their pages were never written (a large pool). Refuse.
     if reached < header.checkpoint_lsn && header.checkpoint_lsn > FIRST_LSN {
+        // No log file at all under this name: most likely the file was opened
+        // under another name than the one it was written under (renamed, or a
+        // hard link), whose log files are named after that one.
+        let reason = if wal.has_segments()? {
+            "the log files end before the last checkpoint (were the database's \
+             `.wal.*` files left behind in a copy, or taken from another one?)"
+        } else {
+            "no log file (`<database file>.wal.*`) is next to the database file under \
+             this name, and its last checkpoint needs one: a database's log files are \
+             named after the path it was written under; was the file renamed, opened \
+             through a hard link, or copied without its log? Open it under that name"
+        };
         return Err(Error::LogDamaged {
             lsn: reached,
-            reason: "the log files end before the last checkpoint (were the database's \
-                     `.wal.*` files left behind in a copy, or taken from another one?)",
+            reason,
         });
     }
     let base = header.log_start;

@@ -339,14 +339,25 @@ fn a_dangling_link_is_not_a_new_database() {
         tx.commit().unwrap();
         db.simulate_crash_on_drop();
     }
+    // Log files beside the link or in the volume (the log lies beside the file
+    // the link leads to), wherever the volume is.
     let logs = |d: &Path| {
-        std::fs::read_dir(d)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                name.to_string_lossy().contains(".wal.")
-            })
-            .count()
+        let here = |d: &Path| {
+            std::fs::read_dir(d)
+                .unwrap()
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy().contains(".wal.")
+                })
+                .count()
+        };
+        here(d)
+            + ["vol", "unmounted"]
+                .iter()
+                .map(|v| d.join(v))
+                .filter(|v| v.is_dir())
+                .map(|v| here(&v))
+                .sum::<usize>()
     };
     let before = logs(dir.path());
     assert!(before > 0);
@@ -502,4 +513,49 @@ fn dropping_a_table_this_thread_uses_fails_after_the_timeout() {
     let io = Error::Io(std::io::Error::other("disk on fire"));
     assert!(std::error::Error::source(&io).is_none());
     assert_eq!(io.to_string(), "i/o error: disk on fire");
+}
+
+/// A database opens through a symbolic link to it (its log beside it, named after
+/// the file the link leads to); under a name its log is not named after (a hard
+/// link), the error says so rather than calling the log damaged by a copy.
+#[test]
+fn a_database_opens_through_a_link_and_another_name_is_named_as_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let path = real.join("db");
+    {
+        let db = Database::open(&path, opts()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut tx = db.begin();
+        tx.put(t, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        db.checkpoint().unwrap();
+    }
+    let want: BTreeMap<Vec<u8>, Vec<u8>> = [(b"k".to_vec(), b"v".to_vec())].into();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    {
+        let db = Database::open(&link, opts()).unwrap();
+        assert_eq!(rows(&db), want);
+        let t = db.table("t").unwrap();
+        let mut tx = db.begin();
+        tx.put(t, b"k2", b"v2").unwrap();
+        tx.commit().unwrap();
+    }
+    // Written through the link, read under the file's own name: one log.
+    let db = Database::open(&path, opts()).unwrap();
+    assert_eq!(rows(&db).len(), 2);
+    drop(db);
+    let hard = dir.path().join("hard");
+    std::fs::hard_link(&path, &hard).unwrap();
+    match Database::open(&hard, opts()) {
+        Err(e @ Error::LogDamaged { .. }) => {
+            assert!(e.to_string().contains("named after the path"), "{e}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened without its log"),
+    }
+    // Nothing changed: it still opens under its name.
+    assert_eq!(rows(&Database::open(&path, opts()).unwrap()).len(), 2);
 }

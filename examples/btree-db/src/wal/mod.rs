@@ -112,6 +112,11 @@ impl Wal {
         self.base.with_file_name(name)
     }
 
+    /// Whether any segment file of this log is on disk.
+    pub(crate) fn has_segments(&self) -> Result<bool> {
+        Ok(!self.segments()?.is_empty())
+    }
+
     /// Segment numbers present on disk, ascending.
     fn segments(&self) -> Result<Vec<u64>> {
         let dir = match self.base.parent() {
