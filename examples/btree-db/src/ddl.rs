@@ -67,42 +67,67 @@ impl Database {
     }
 
     /// Drops a table or index (waiting for transactions using it) and returns
-    /// its pages to the free list. A later table may reuse its root page and
-    /// so its [`TableId`]: forget the old id.
+    /// its pages to the free list; a table's indexes are dropped with it, as
+    /// SQL's `DROP TABLE` drops them (left behind, they named a table id a later
+    /// table may take). A later table may reuse a dropped root page and so its
+    /// [`TableId`]: forget the old ids.
     ///
     /// The wait lasts at most [`crate::Options::lock_timeout`], then fails with
-    /// [`Error::TableInUse`]. A transaction of the calling thread that used the
-    /// table is waited for too, and cannot end while the thread waits: commit or
-    /// abort it first (with an unbounded timeout the call would never return).
+    /// [`Error::TableInUse`] (naming the table or index in use), and nothing is
+    /// dropped. A transaction of the calling thread that used the table or one
+    /// of its indexes is waited for too, and cannot end while the thread waits:
+    /// commit or abort it first (with an unbounded timeout the call would never
+    /// return).
     pub fn drop_table(&self, table: TableId) -> Result<()> {
         let _ddl = lock(&self.ddl);
         let root = self.root_of(table)?;
-        let name = {
+        // The table, then its indexes: (root, name) of each.
+        let doomed: Vec<(u32, String)> = {
             let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
-            cat.by_id
+            let name = cat
+                .by_id
                 .get(&root)
                 .map(|i| i.name.clone())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            let mut indexes: Vec<(u32, String)> = cat
+                .by_id
+                .values()
+                .filter(|i| i.kind == TableKind::Index { table })
+                .map(|i| (i.root, i.name.clone()))
+                .collect();
+            indexes.sort();
+            std::iter::once((root, name)).chain(indexes).collect()
         };
         let mut txn = self.begin();
-        // Every stripe of the table lock: no transaction has the table open.
-        for stripe in 0..STRIPES {
-            txn.lock_raw(table_lock_name(root, stripe), LockMode::Exclusive)
-                .map_err(|e| match e {
-                    Error::LockTimeout => Error::TableInUse(name.clone()),
-                    e => e,
-                })?;
+        // Every stripe of each one's table lock: no transaction has it open.
+        for (root, name) in &doomed {
+            for stripe in 0..STRIPES {
+                txn.lock_raw(table_lock_name(*root, stripe), LockMode::Exclusive)
+                    .map_err(|e| match e {
+                        Error::LockTimeout => Error::TableInUse(name.clone()),
+                        e => e,
+                    })?;
+            }
         }
-        txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
+        for (_, name) in &doomed {
+            txn.modify_raw(CATALOG_ROOT, name.as_bytes(), Modify::Delete)?;
+        }
         {
             let mut cat = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-            cat.by_id.remove(&root);
-            cat.by_name.remove(&name);
+            for (root, name) in &doomed {
+                cat.by_id.remove(root);
+                cat.by_name.remove(name);
+            }
         }
-        self.set_live(root, false);
+        for (root, _) in &doomed {
+            self.set_live(*root, false);
+        }
         txn.commit()?;
         // After the commit: a crash before the pages are freed leaks them,
         // it never frees pages of a live table.
-        self.store.free_tree(root)
+        for (root, _) in &doomed {
+            self.store.free_tree(*root)?;
+        }
+        Ok(())
     }
 }
