@@ -154,6 +154,7 @@ where
     if shared.chunk.is_none() {
         site.ran_items(stats.items);
     }
+    site.synced.run_ended(stats.epochs);
     let ending = lock(&shared.ending).take();
     // Before the ring goes away; then free what only this loop's logs could reach.
     drop(live);
