@@ -71,14 +71,19 @@ fn main() -> Result<()> {
     let rounds = env_or("ROUNDS", 12);
     let batch = env_or("BATCH", 500);
     let dir = tempfile::tempdir()?;
-    let mut engine =
-        sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, Mode::Sequential)?;
-    let t0 = Instant::now();
     // `ITEMS` and `CUSTOMERS` shrink the population (to run under valgrind).
     let scale = Scale {
         items: env_or("ITEMS", u64::from(Scale::SPEC.items)) as u32,
         customers: env_or("CUSTOMERS", u64::from(Scale::SPEC.customers)) as u32,
     };
+    let mut engine = sequential::create(
+        &dir.path().join("tpcc.db"),
+        Sync::Off,
+        1,
+        scale,
+        Mode::Sequential,
+    )?;
+    let t0 = Instant::now();
     let meta = load(&mut engine, 1, scale, 1, false)?;
     eprintln!("loaded 1 warehouse in {:.1} s", t0.elapsed().as_secs_f64());
     // `MODES` names the modes to alternate; the first is the one the others are

@@ -200,7 +200,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seed,
         } => {
             let scale = scale.scale()?;
-            let mut engine = engine::create(&db, mode, Sync::Normal, warehouses)?;
+            let mut engine = engine::create(&db, mode, Sync::Normal, warehouses, scale)?;
             let t0 = std::time::Instant::now();
             driver::load(engine.as_mut(), warehouses, scale, seed, show)
                 .with_context(|| format!("loading {}", db.display()))?;

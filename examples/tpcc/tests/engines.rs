@@ -27,7 +27,13 @@ fn load(kind: &str, warehouses: u16) -> Option<Loaded> {
         "sqlite" | "sequential" | "tls" => {
             let dir = tempfile::tempdir().unwrap();
             let mode = kind.parse::<Mode>().unwrap();
-            match engine::create(&dir.path().join("tpcc.db"), mode, Sync::Off, warehouses) {
+            match engine::create(
+                &dir.path().join("tpcc.db"),
+                mode,
+                Sync::Off,
+                warehouses,
+                Scale::SMALL,
+            ) {
                 Ok(e) => (e, Some(dir)),
                 Err(e) => panic!("creating {kind}: {e:#}"),
             }

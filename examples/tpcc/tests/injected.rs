@@ -26,8 +26,14 @@ fn injected_violations_change_nothing() {
     tls_runtime::inject_violations(250_000);
     for threads in [2, 4] {
         let dir = tempfile::tempdir().unwrap();
-        let mut b =
-            sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, Mode::Tls).unwrap();
+        let mut b = sequential::create(
+            &dir.path().join("tpcc.db"),
+            Sync::Off,
+            1,
+            Scale::SMALL,
+            Mode::Tls,
+        )
+        .unwrap();
         let meta = driver::load(&mut b, 1, Scale::SMALL, SEED, false).unwrap();
         b.set_threads(Some(threads));
         let mut violations = 0;

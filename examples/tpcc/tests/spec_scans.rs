@@ -150,7 +150,14 @@ fn scans_see_the_loops_own_inserts_and_deletes_in_order() {
                 || {
                     n += 1;
                     let path = dir.path().join(format!("{n}.db"));
-                    let e = sequential::create(&path, Sync::Off, 1, Mode::Tls).unwrap();
+                    let e = sequential::create(
+                        &path,
+                        Sync::Off,
+                        1,
+                        tpcc::schema::Scale::SMALL,
+                        Mode::Tls,
+                    )
+                    .unwrap();
                     e.into_store()
                 },
                 threads,

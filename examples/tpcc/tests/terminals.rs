@@ -40,7 +40,14 @@ fn run(mode: Mode, inject: u32, shape: Shape) {
         shape.terminals, shape.threads
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut first = sequential::create(&dir.path().join("tpcc.db"), Sync::Off, 1, mode).unwrap();
+    let mut first = sequential::create(
+        &dir.path().join("tpcc.db"),
+        Sync::Off,
+        1,
+        Scale::SMALL,
+        mode,
+    )
+    .unwrap();
     let meta = driver::load(&mut first, 1, Scale::SMALL, 41, false).unwrap();
     first.set_threads(Some(shape.threads));
     let before = first.summary().unwrap();

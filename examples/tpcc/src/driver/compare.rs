@@ -107,7 +107,7 @@ pub fn compare(
     for &mode in modes {
         let dir = tempfile::tempdir().context("creating a temporary directory")?;
         let path = dir.path().join("tpcc.db");
-        let mut engine = engine::create(&path, mode, sync, warehouses)?;
+        let mut engine = engine::create(&path, mode, sync, warehouses, scale)?;
         let t0 = Instant::now();
         let meta = load(engine.as_mut(), warehouses, scale, seed, show)
             .with_context(|| format!("loading the {mode} database"))?;

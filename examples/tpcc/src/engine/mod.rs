@@ -31,9 +31,15 @@ pub mod sqlite;
 
 pub use api::{Engine, Mode, Summary, Sync, execute};
 
-/// Creates an empty database at `path` for loading `warehouses` warehouses (a sizing
-/// hint). Fails if something is already there.
-pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Box<dyn Engine>> {
+/// Creates an empty database at `path` for loading `warehouses` warehouses of the
+/// population `scale` (a sizing hint). Fails if something is already there.
+pub fn create(
+    path: &Path,
+    mode: Mode,
+    sync: Sync,
+    warehouses: u16,
+    scale: crate::schema::Scale,
+) -> Result<Box<dyn Engine>> {
     if path.exists() {
         bail!(
             "{} already exists: remove it or choose another --db path",
@@ -50,9 +56,9 @@ pub fn create(path: &Path, mode: Mode, sync: Sync, warehouses: u16) -> Result<Bo
     }
     match mode {
         Mode::Sqlite => Ok(Box::new(sqlite::SqliteEngine::create(path, sync)?)),
-        Mode::Sequential | Mode::Tls | Mode::ByHand => {
-            Ok(Box::new(sequential::create(path, sync, warehouses, mode)?))
-        }
+        Mode::Sequential | Mode::Tls | Mode::ByHand => Ok(Box::new(sequential::create(
+            path, sync, warehouses, scale, mode,
+        )?)),
     }
 }
 

@@ -12,6 +12,7 @@ use btree_db::{Database, Options, SyncMode, TableId};
 use super::api::{Mode, Sync};
 use super::kv::journey::Journey;
 use super::kv::{KvEngine, KvOps, KvStore, KvTxn, SharedKv, Table};
+use crate::schema::Scale;
 
 /// Buffer-pool pages per warehouse: a spec-scale warehouse takes about 30,000 pages of
 /// 4 KiB, and the run grows it; the database is meant to be in core, like SQLite's.
@@ -33,15 +34,30 @@ fn options(sync: Sync, pool_pages: usize) -> Options {
     }
 }
 
-/// Creates an empty database at `path`, sized for `warehouses`, with every table;
-/// `mode` is `sequential` or `tls`.
+/// Pages of buffer pool for `warehouses` warehouses of the population `scale`: the
+/// spec's per warehouse, in proportion to the population (STOCK, one row per item,
+/// is about a third of a warehouse's pages; the customers' rows, orders and order
+/// lines the rest). Sized by warehouses alone, a pool of tiny warehouses took the
+/// spec's memory all the same: an outside probe's 100 warehouses of 100 items and 10
+/// customers ran the machine out of memory (the pool's frames are made at open).
+fn pool_pages(warehouses: u16, scale: Scale) -> usize {
+    let share = (f64::from(scale.items) / f64::from(Scale::SPEC.items)
+        + 2.0 * f64::from(scale.customers) / f64::from(Scale::SPEC.customers))
+        / 3.0;
+    let per_warehouse = (POOL_PAGES_PER_WAREHOUSE as f64 * share).ceil() as usize;
+    (usize::from(warehouses) * per_warehouse).max(MIN_POOL_PAGES)
+}
+
+/// Creates an empty database at `path`, sized for `warehouses` warehouses of the
+/// population `scale`, with every table; `mode` is `sequential` or `tls`.
 pub fn create(
     path: &Path,
     sync: Sync,
     warehouses: u16,
+    scale: Scale,
     mode: Mode,
 ) -> Result<KvEngine<BTreeStore>> {
-    let pool = (usize::from(warehouses) * POOL_PAGES_PER_WAREHOUSE).max(MIN_POOL_PAGES);
+    let pool = pool_pages(warehouses, scale);
     let db = Database::open(path, options(sync, pool))
         .with_context(|| format!("creating {}", path.display()))?;
     let mut ids = Vec::with_capacity(Table::ALL.len());
@@ -298,5 +314,23 @@ impl KvOps for BTreeTxn<'_> {
         }
         cursor.close();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool follows the population, not the warehouse count alone.
+    #[test]
+    fn the_pool_is_sized_by_the_population() {
+        assert_eq!(pool_pages(1, Scale::SPEC), POOL_PAGES_PER_WAREHOUSE);
+        assert_eq!(pool_pages(10, Scale::SPEC), 10 * POOL_PAGES_PER_WAREHOUSE);
+        let tiny = Scale {
+            items: 100,
+            customers: 10,
+        };
+        assert_eq!(pool_pages(1, tiny), MIN_POOL_PAGES);
+        assert!(pool_pages(100, tiny) * PAGE_SIZE < 200 << 20);
     }
 }

@@ -65,7 +65,7 @@ pub(crate) fn memory(mode: Mode, seed: u64) -> (KvEngine<MemoryKv>, Meta) {
 
 /// Our database in `mode`, in `dir`, loaded with the small population from `seed`.
 pub(crate) fn btree(dir: &Path, mode: Mode, seed: u64) -> (KvEngine<BTreeStore>, Meta) {
-    let mut e = sequential::create(&dir.join("tpcc.db"), Sync::Off, 1, mode).unwrap();
+    let mut e = sequential::create(&dir.join("tpcc.db"), Sync::Off, 1, Scale::SMALL, mode).unwrap();
     let meta = driver::load(&mut e, 1, Scale::SMALL, seed, false).unwrap();
     (e, meta)
 }
