@@ -1,6 +1,6 @@
 //! `tpcc`: load, run, check and compare TPC-C databases.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -169,9 +169,18 @@ impl ScaleArgs {
     }
 }
 
+/// `println!` that fails the command with an error, instead of panicking, when
+/// stdout cannot be written (a full disk under `compare --json > out.json`: the
+/// work is done, and the exit status says the output was lost).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*).context("writing to stdout")?
+    };
+}
+
 fn main() -> ExitCode {
     // Output piped into a reader that stops early (`tpcc run | head -1`) ends this
-    // process as it ends other Unix tools, quietly, instead of a panic in `println!`
+    // process as it ends other Unix tools, quietly, instead of a failed write
     // (Rust ignores SIGPIPE, so the write fails instead).
     #[cfg(unix)]
     // SAFETY: called first thing in `main`, before any other thread exists; it only
@@ -183,7 +192,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not `eprintln!`: with stderr unwritable too, that would panic.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -204,7 +214,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let t0 = std::time::Instant::now();
             driver::load(engine.as_mut(), warehouses, scale, seed, show)
                 .with_context(|| format!("loading {}", db.display()))?;
-            println!(
+            out!(
                 "loaded {warehouses} warehouse(s) into {} ({mode}) in {:.1} s",
                 db.display(),
                 t0.elapsed().as_secs_f64()
@@ -233,6 +243,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let meta = engines[0]
                 .meta()
                 .with_context(|| format!("reading {}", db.display()))?;
+            if let Some(ack) = &ack_log {
+                driver::refuse_ack_log_on_database(ack, &db)?;
+            }
             let mut ack = ack_log.as_deref().map(AckLog::open).transpose()?;
             let opts = RunOptions {
                 limit,
@@ -248,22 +261,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 driver::run_terminals(&mut engines, meta, &opts, &mut acknowledge)?
             };
-            println!(
+            out!(
                 "{} transactions in {:.2} s ({:.0} tx/s) on {} terminal(s), {} New Orders \
-                 rolled back, {} run again after losing a lock conflict",
+                 rolled back, {} run again after losing a lock conflict; seed {} \
+                 (--seed repeats the run)",
                 report.count(),
                 report.busy.as_secs_f64(),
                 report.throughput(),
                 engines.len(),
                 report.rolled_back,
-                report.retried
+                report.retried,
+                opts.seed
             );
             for kind in tpcc::workload::TxnKind::ALL {
                 if let (Some(p50), Some(p95)) = (
                     report.percentile_us(kind, 50.0),
                     report.percentile_us(kind, 95.0),
                 ) {
-                    println!(
+                    out!(
                         "  {:<13} {:>7}  p50 {:>8.1} us  p95 {:>8.1} us",
                         kind.name(),
                         report.count_of(kind),
@@ -290,7 +305,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 show,
             )?;
             for r in &results {
-                println!("{}", r.to_json());
+                out!("{}", r.to_json());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -334,12 +349,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // In the order asked for.
             results.sort_by_key(|r| modes.iter().position(|m| *m == r.report.mode));
             if json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(&driver::format_json(&results))?
                 );
             } else {
-                print!("{}", driver::format_table(&results, warehouses, sync));
+                out!(
+                    "{}",
+                    driver::format_table(&results, warehouses, sync).trim_end_matches('\n')
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -406,7 +424,7 @@ fn check(
     let summary = engine.summary()?;
     let mut failed = false;
     match summary.check() {
-        Ok(()) => println!(
+        Ok(()) => out!(
             "consistency conditions 1-4 hold ({} warehouse(s), {} orders)",
             meta.warehouses,
             summary.total_orders()
@@ -424,7 +442,7 @@ fn check(
             }
         }
         if missing.is_empty() {
-            println!("all {} expected orders are present", expected.len());
+            out!("all {} expected orders are present", expected.len());
         } else {
             failed = true;
             eprintln!(

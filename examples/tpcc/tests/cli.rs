@@ -102,6 +102,28 @@ fn load_run_check(mode: &str, dir: &Path) {
         &["run", "--db", db, "--transactions", "1", "--terminals", "0"],
         "at least 1",
     );
+    // An ack log that is the database, or its log, is refused: the acks written
+    // into it took the database with them at the first crash.
+    let wal = format!("{db}.wal.00000000");
+    for not_an_ack_log in [db, wal.as_str()] {
+        if Path::new(not_an_ack_log).exists() {
+            fails(
+                &[
+                    "run",
+                    "--db",
+                    db,
+                    "--transactions",
+                    "1",
+                    "--ack-log",
+                    not_an_ack_log,
+                ],
+                "is the database",
+            );
+        }
+    }
+    // A run without `--seed` says which it drew, to be repeated.
+    let out = ok(&["run", "--db", db, "--transactions", "5"]);
+    assert!(out.contains("; seed "), "{out}");
 
     // An order that was never placed must make the check fail.
     let mut lines = std::fs::read_to_string(ack).unwrap();
@@ -361,5 +383,43 @@ fn a_closed_output_pipe_ends_the_program_without_a_panic() {
         o.status.success() || o.status.signal() == Some(libc::SIGPIPE),
         "{:?}: {stderr}",
         o.status
+    );
+}
+
+/// Output that cannot be written (a full disk) fails the command with a message,
+/// not a panic; with one mode, `compare --json` says nothing was compared.
+#[test]
+fn an_unwritable_output_is_an_error_and_one_mode_compares_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    ok(&["load", "--db", db, "--items", "200", "--customers", "30"]);
+    if let Ok(full) = std::fs::File::create("/dev/full") {
+        let o = Command::new(env!("CARGO_BIN_EXE_tpcc"))
+            .args(["check", "--db", db])
+            .stdout(full)
+            .output()
+            .expect("running tpcc");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("writing to stdout"), "{stderr}");
+        assert_eq!(o.status.code(), Some(1), "{stderr}");
+    }
+    let out = ok(&[
+        "compare",
+        "--items",
+        "200",
+        "--customers",
+        "30",
+        "--transactions",
+        "20",
+        "--modes",
+        "sqlite",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    assert!(
+        v["same_answers"].is_null() && v["same_totals"].is_null(),
+        "{v}"
     );
 }

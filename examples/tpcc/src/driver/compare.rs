@@ -263,7 +263,7 @@ fn placement(results: &[CompareResult]) -> Option<Placement> {
 /// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
 /// type's transactions per second of the time spent in them), and the booleans
 /// `same_answers` and `same_totals` (every mode answered alike, and ended with the
-/// same database totals), and, where two CPUs could be timed, `cache_line_round_trip`
+/// same database totals; `null` with one mode, when nothing was compared), and, where two CPUs could be timed, `cache_line_round_trip`
 /// (`before_ns`, `after_ns`, `placement`: see [`Placement`]).
 pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
     let mut root = serde_json::Map::new();
@@ -288,9 +288,18 @@ pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
         }
         root.insert(kind.name().to_string(), o.into());
     }
+    // With one mode nothing was compared: `null`, not a `true` a script would read
+    // as "compared and equal" (the table says "no other mode to compare with").
     let (same_answers, same_totals) = agreement(results);
-    root.insert("same_answers".into(), same_answers.into());
-    root.insert("same_totals".into(), same_totals.into());
+    let compared = |same: bool| {
+        if results.len() > 1 {
+            same.into()
+        } else {
+            serde_json::Value::Null
+        }
+    };
+    root.insert("same_answers".into(), compared(same_answers));
+    root.insert("same_totals".into(), compared(same_totals));
     if let Some(p) = placement(results) {
         root.insert("cache_line_round_trip".into(), p.to_json());
     }

@@ -4,10 +4,10 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{self, Engine, Mode};
@@ -331,6 +331,45 @@ pub struct AckLog {
     file: std::fs::File,
     /// For error messages.
     path: std::path::PathBuf,
+}
+
+/// Refuses an ack log that is the database `db` or one of its files (its log, or
+/// SQLite's journal): the acks written into it took the database with them at the
+/// first crash (an outside probe's `--ack-log` naming the database file left a file
+/// that no longer opened).
+pub fn refuse_ack_log_on_database(ack: &Path, db: &Path) -> Result<()> {
+    // Where each would be: the file itself when it exists, else its directory
+    // (canonical, so that `./x` and `x`, or a link, compare equal) and its name.
+    let place = |p: &Path| -> (Option<PathBuf>, std::ffi::OsString) {
+        let name = p.file_name().unwrap_or_default().to_os_string();
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        (std::fs::canonicalize(dir).ok(), name)
+    };
+    let same_file = match (std::fs::canonicalize(ack), std::fs::canonicalize(db)) {
+        (Ok(a), Ok(d)) => a == d,
+        _ => false,
+    };
+    let ((ack_dir, ack_name), (db_dir, db_name)) = (place(ack), place(db));
+    let ack_name = ack_name.to_string_lossy();
+    let db_name = db_name.to_string_lossy();
+    let one_of_its_files = ack_dir.is_some()
+        && ack_dir == db_dir
+        && (*ack_name == *db_name
+            || ack_name.starts_with(&format!("{db_name}.wal."))
+            || ["-wal", "-shm", "-journal"]
+                .iter()
+                .any(|s| *ack_name == format!("{db_name}{s}")));
+    if same_file || one_of_its_files {
+        bail!(
+            "--ack-log {} is the database {} or one of its files: name a file of its own",
+            ack.display(),
+            db.display()
+        );
+    }
+    Ok(())
 }
 
 impl AckLog {
