@@ -59,7 +59,8 @@ enum Command {
         #[arg(
             long,
             required_unless_present = "duration",
-            conflicts_with = "duration"
+            conflicts_with = "duration",
+            value_parser = clap::value_parser!(u64).range(1..)
         )]
         transactions: Option<u64>,
         /// Stop after this many seconds.
@@ -101,7 +102,7 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         warehouses: u16,
         /// Transactions per mode.
-        #[arg(long, default_value_t = 2000)]
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
         transactions: u64,
         /// Comma-separated modes.
         #[arg(
@@ -234,7 +235,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let limit = match (transactions, duration) {
                 (Some(n), _) => Limit::Transactions(n),
                 (None, Some(s)) => match Duration::try_from_secs_f64(s) {
+                    Ok(d) if d.is_zero() => bail!("--duration must be more than 0 seconds"),
                     Ok(d) => Limit::Duration(d),
+                    Err(_) if s.is_finite() && s > 0.0 => {
+                        bail!("--duration {s:e} is more seconds than a run can last")
+                    }
                     Err(_) => bail!("--duration must be a number of seconds, got {s}"),
                 },
                 (None, None) => bail!("give --transactions N or --duration SECS"),

@@ -194,6 +194,20 @@ fn bad_input_gets_a_clear_error() {
         &["run", "--db", missing, "--transactions", "1"],
         "no database at",
     );
+    // No work at all is a mistake, not a run of zero transactions.
+    fails(
+        &["run", "--db", missing, "--transactions", "0"],
+        "0 is not in 1..",
+    );
+    fails(
+        &["run", "--db", missing, "--duration", "0"],
+        "more than 0 seconds",
+    );
+    fails(&["compare", "--transactions", "0"], "0 is not in 1..");
+    fails(
+        &["run", "--db", missing, "--duration", "1e300"],
+        "more seconds than a run can last",
+    );
     fails(
         &[
             "run",
@@ -223,7 +237,7 @@ fn bad_input_gets_a_clear_error() {
     fails(&["load", "--db", missing, "--warehouses", "0"], "0");
     fails(&["load", "--db", missing, "--items", "5"], "items");
     fails(
-        &["run", "--db", missing, "--duration", "1e30"],
+        &["run", "--db", missing, "--duration", "nan"],
         "--duration must be",
     );
     fails(
