@@ -194,6 +194,20 @@ fn bad_input_gets_a_clear_error() {
         &["run", "--db", missing, "--transactions", "1"],
         "no database at",
     );
+    // A SQLite file that is not ours is refused and left as it was.
+    let foreign = dir.path().join("foreign.sqlite");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch("CREATE TABLE t (x)").unwrap();
+    drop(conn);
+    fails(
+        &["check", "--db", foreign.to_str().unwrap()],
+        "not a loaded TPC-C database",
+    );
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "delete", "the foreign file was changed");
     // No work at all is a mistake, not a run of zero transactions.
     fails(
         &["run", "--db", missing, "--transactions", "0"],

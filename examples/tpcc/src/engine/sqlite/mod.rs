@@ -86,7 +86,9 @@ impl SqliteEngine {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .with_context(|| format!("opening {}", path.display()))?;
-        Self::configure(&conn, sync).with_context(|| format!("opening {}", path.display()))?;
+        // The format is read before `configure`: a file that is not ours is left
+        // as it was (switched to WAL first, a foreign SQLite file stayed in WAL mode
+        // after it was refused).
         let format: Option<i64> = conn
             .query_row(
                 "SELECT value FROM tpcc_meta WHERE name = 'format'",
@@ -106,6 +108,7 @@ impl SqliteEngine {
                 path.display()
             ),
         }
+        Self::configure(&conn, sync).with_context(|| format!("opening {}", path.display()))?;
         Ok(Self::wrap(conn))
     }
 
