@@ -296,10 +296,18 @@ impl fmt::Display for LoopReport {
             }
             writeln!(f)?;
         }
+        // In profile mode the loop ran in order: its dependences are the model's,
+        // not violations that happened (the header's count is 0).
+        let predicted = if self.mode == RunMode::Profile {
+            "predicted "
+        } else {
+            ""
+        };
         for (i, d) in self.dependences.iter().enumerate() {
             writeln!(
                 f,
-                "  #{} store {} -> load {}: {} violations, {:.3?} wasted (segment {}, access {})",
+                "  #{} store {} -> load {}: {predicted}{} violations, {:.3?} wasted (segment {}, \
+                 access {})",
                 i + 1,
                 d.store,
                 d.load,

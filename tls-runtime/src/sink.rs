@@ -277,9 +277,14 @@ fn summary(all: &[Totals]) -> String {
             );
         }
         if let Some(d) = t.deps.first() {
+            let predicted = if t.mode == RunMode::Profile {
+                "predicted "
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "    top dependence: store {} -> load {} ({} violations, {:.3?})",
+                "    top dependence: store {} -> load {} ({predicted}{} violations, {:.3?})",
                 d.store, d.load, d.count, d.wasted
             );
             if let Some(a) = &d.advice {

@@ -137,3 +137,33 @@ fn an_empty_run_has_no_time_shares() {
     assert!(text.contains("time: no iterations to run"), "{text}");
     assert!(!text.contains("busy"), "{text}");
 }
+
+/// A profile-mode report's dependences are the model's: said so, beside a header
+/// that counts no violations.
+#[test]
+fn profile_mode_dependences_read_as_predicted() {
+    let (store, load) = (Location::caller(), Location::caller());
+    let report = |mode: RunMode| {
+        let mut ts = ThreadStats {
+            epochs: 10,
+            items: 10,
+            busy: Duration::from_micros(100),
+            ..ThreadStats::default()
+        };
+        let cause = Cause {
+            store,
+            load,
+            load_ordinal: 0,
+            real: true,
+            rewrite: None,
+        };
+        ts.violation(&cause, 0, 0, Duration::from_micros(1));
+        let mut all = ThreadStats::default();
+        all.merge(ts);
+        let wall = Duration::from_micros(100);
+        all.into_report("l".into(), Location::caller(), mode, 1, wall)
+            .to_string()
+    };
+    assert!(report(RunMode::Profile).contains(": predicted 1 violations"));
+    assert!(!report(RunMode::Parallel).contains("predicted"));
+}
