@@ -287,8 +287,28 @@ fn summary(all: &[Totals]) -> String {
                 "    top dependence: store {} -> load {} ({predicted}{} violations, {:.3?})",
                 d.store, d.load, d.count, d.wasted
             );
-            if let Some(a) = &d.advice {
-                let _ = writeln!(out, "    advice ({}): {a}", a.kind.name());
+            match &d.advice {
+                // A loop run many times: the advice's prediction is of one run, the
+                // latest that showed the dependence, not of the loop's runs together
+                // (read beside the loop's own, it looked as if the fix slowed it).
+                Some(a) if t.count > 1 && a.predicted_speedup_2.is_some() => {
+                    let s = a.predicted_speedup_2.unwrap_or_default();
+                    let after = match a.kind {
+                        crate::AdviceKind::TrueDependence => "without it",
+                        _ => "then",
+                    };
+                    let _ = writeln!(
+                        out,
+                        "    advice ({}): {} ({after}: {s:.2}x on 2 cores, predicted for the \
+                         latest run that showed it)",
+                        a.kind.name(),
+                        a.text
+                    );
+                }
+                Some(a) => {
+                    let _ = writeln!(out, "    advice ({}): {a}", a.kind.name());
+                }
+                None => {}
             }
         }
     }
