@@ -252,6 +252,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 driver::refuse_ack_log_on_database(ack, &db)?;
             }
             let mut ack = ack_log.as_deref().map(AckLog::open).transpose()?;
+            #[cfg(unix)]
+            driver::stop_runs_on_interrupt();
             let opts = RunOptions {
                 limit,
                 seed: seed.unwrap_or_else(|| driver::now_micros() as u64),
@@ -291,6 +293,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         p95
                     );
                 }
+            }
+            if driver::interrupted() {
+                out!("interrupted (Ctrl-C): the figures above are of the transactions that ran");
+                return Ok(ExitCode::from(130));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -451,3 +451,39 @@ fn an_unwritable_output_is_an_error_and_one_mode_compares_nothing() {
         "{v}"
     );
 }
+
+/// Ctrl-C ends a run after the transaction in hand, with its summary printed, and
+/// exit status 130 (killed at once, a long run's figures were all lost).
+#[test]
+fn an_interrupted_run_prints_what_ran() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let ack = dir.path().join("acks");
+    ok(&["load", "--db", db, "--items", "200", "--customers", "30"]);
+    let child = Command::new(env!("CARGO_BIN_EXE_tpcc"))
+        .args(["run", "--db", db, "--duration", "60", "--ack-log"])
+        .arg(&ack)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running tpcc");
+    // Acknowledged orders: transactions run, so the handler is in place.
+    let t = Instant::now();
+    while std::fs::metadata(&ack).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no order acknowledged"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill sends a signal to a child process this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().expect("waiting for tpcc");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}");
+    assert!(out.contains("interrupted (Ctrl-C)"), "{out}");
+    assert!(out.contains("new_order"), "{out}");
+}

@@ -130,6 +130,36 @@ impl RunReport {
     }
 }
 
+/// Set when Ctrl-C (SIGINT) asked a run to stop ([`stop_runs_on_interrupt`]).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether Ctrl-C asked the run to stop: runs end after the transaction in hand.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Makes Ctrl-C (SIGINT) end runs after the transactions in hand, so that the
+/// summary of what ran is printed (killed at once, a long `--duration` run lost it
+/// all); a second Ctrl-C ends the process at once.
+#[cfg(unix)]
+pub fn stop_runs_on_interrupt() {
+    extern "C" fn on_interrupt(_: libc::c_int) {
+        // Only async-signal-safe work here: an atomic swap, and `_exit`.
+        if INTERRUPTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: `_exit` is async-signal-safe and ends the process.
+            unsafe { libc::_exit(130) };
+        }
+    }
+    // SAFETY: the handler does only async-signal-safe work (above); installing it
+    // replaces the default action of one signal.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
 /// Runs the standard mix on `engine`. `on_new_order` is called after each committed
 /// New Order returns, with `(w_id, d_id, o_id)`: the acknowledgement.
 pub fn run(
@@ -148,6 +178,7 @@ pub fn run(
         match opts.limit {
             Limit::Transactions(n) if runner.done >= n => break,
             Limit::Duration(d) if started.elapsed() >= d => break,
+            _ if interrupted() => break,
             _ => {}
         }
         runner.step(engine, on_new_order)?;

@@ -68,6 +68,9 @@ pub fn run_terminals(
                         {
                             break;
                         }
+                        if super::interrupted() {
+                            break;
+                        }
                         runner
                             .step(engine.as_mut(), &mut acknowledge)
                             .map_err(|e| e.context(format!("terminal {}", t + 1)))?;
