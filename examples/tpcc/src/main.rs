@@ -195,7 +195,11 @@ fn main() -> ExitCode {
         Err(e) => {
             // Not `eprintln!`: with stderr unwritable too, that would panic.
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
-            ExitCode::FAILURE
+            if driver::interrupted() {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -306,6 +310,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             expect_orders,
         } => check(&db, mode, expect_orders.as_deref()),
         Command::CompareOne(c) => {
+            // Ctrl-C reaches the whole process group: stop at the next turn, and
+            // remove the temporary databases (killed at once, they stayed).
+            #[cfg(unix)]
+            driver::stop_runs_on_interrupt();
             let results = driver::compare(
                 &c.modes,
                 c.warehouses,
@@ -344,18 +352,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // Our engine's modes take turns in one process; SQLite runs in its own.
             let (ours, sqlite): (Vec<Mode>, Vec<Mode>) =
                 modes.iter().partition(|m| **m != Mode::Sqlite);
+            // Ctrl-C: the children stop and clean up; this process waits for them.
+            #[cfg(unix)]
+            driver::stop_runs_on_interrupt();
             let mut results = Vec::with_capacity(modes.len());
             for group in [ours, sqlite] {
-                if !group.is_empty() {
-                    results.extend(compare_in_child(
-                        &group,
-                        warehouses,
-                        transactions,
-                        sync,
-                        scale,
-                        seed,
-                    )?);
+                if driver::interrupted() {
+                    break;
                 }
+                if !group.is_empty() {
+                    match compare_in_child(&group, warehouses, transactions, sync, scale, seed) {
+                        // The child stopped for the same Ctrl-C: said once, below.
+                        Err(_) if driver::interrupted() => break,
+                        r => results.extend(r?),
+                    }
+                }
+            }
+            if driver::interrupted() {
+                bail!("interrupted (Ctrl-C); the temporary databases are removed");
             }
             // In the order asked for.
             results.sort_by_key(|r| modes.iter().position(|m| *m == r.report.mode));

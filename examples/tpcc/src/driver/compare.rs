@@ -115,6 +115,9 @@ pub fn compare(
         if show {
             eprintln!("{mode}: loaded in {:.1} s", load_time.as_secs_f64());
         }
+        if super::interrupted() {
+            anyhow::bail!("interrupted (Ctrl-C)");
+        }
         let mut runner = Runner::new(mode, meta, seed.wrapping_add(1));
         runner.reserve(transactions);
         all.push(Contender {
@@ -130,6 +133,9 @@ pub fn compare(
     let (turns, placement) = Placement::around(|| -> Result<()> {
         let mut turn = 0;
         while all.iter().any(|c| c.runner.done < transactions) {
+            if super::interrupted() {
+                anyhow::bail!("interrupted (Ctrl-C)");
+            }
             let n = all.len();
             for k in 0..n {
                 let c = &mut all[(k + turn) % n];
