@@ -339,7 +339,10 @@ pub fn load(
     let bar = if show {
         let bar = ProgressBar::new(load::load_units(warehouses));
         if let Ok(style) =
-            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
+            // A bar of 30: the line fits an 80-column terminal (at 40 it wrapped).
+            ProgressStyle::with_template(
+                "{msg} [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})",
+            )
         {
             bar.set_style(style.progress_chars("=> "));
         }

@@ -136,7 +136,7 @@ fn resolve_mode(path: &Path, mode: Option<Mode>) -> Result<Mode> {
         Some(m @ (Mode::Tls | Mode::ByHand)) if found == Mode::Sequential => m,
         Some(m) if m == found => m,
         Some(m) => bail!(
-            "{} is a {found} database; it cannot be run in mode {m} (load one with --mode {m})",
+            "{} is a {found} database; it cannot be opened in mode {m} (load one with --mode {m})",
             path.display()
         ),
     })
