@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, PageId, Result};
-use crate::frame::{FrameData, Optimistic, PageMut, PageRef};
+use crate::frame::{Arena, FrameData, Optimistic, PageMut, PageRef};
 use crate::node;
 use crate::page::{self, PageAccess, PageBuf, PageWrite};
 use crate::page_table::PageTable;
@@ -165,11 +165,12 @@ impl BufferPool {
         sync_log: bool,
     ) -> Option<BufferPool> {
         let ps = pager.page_size();
+        let arena = Arena::try_new(frames.checked_mul(ps / 8)?)?;
         let mut all = Vec::new();
         all.try_reserve_exact(frames).ok()?;
-        for _ in 0..frames {
+        for i in 0..frames {
             all.push(Frame {
-                data: FrameData::try_new(ps)?,
+                data: FrameData::in_arena(&arena, i, ps),
                 page: AtomicU32::new(NO_PAGE),
                 pins: AtomicU32::new(0),
                 dirty: AtomicBool::new(false),

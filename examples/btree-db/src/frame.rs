@@ -26,37 +26,118 @@
 //! sees the words, only the offset-based [`crate::PageAccess`] /
 //! [`crate::PageWrite`] accessors.
 
+use std::alloc::Layout;
 use std::cmp::Ordering as Cmp;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::page::{PageAccess, PageWrite, impl_page_access};
+
+/// Zeroed words for many frames, taken from the system in one block, so that the
+/// pages of frames not used yet are never touched: the system hands out zeroed
+/// pages as they are first used. (Each frame filled with zeros as it was made, a
+/// pool of the default 16,384 pages made a process 64 MiB larger at open, and the
+/// open took 30 ms of page faults, whatever the database held.)
+pub(crate) struct Arena {
+    start: NonNull<AtomicU64>,
+    layout: Layout,
+}
+
+// SAFETY: the arena owns its block, which holds atomics only, reached through
+// shared references; freeing it needs no particular thread.
+unsafe impl Send for Arena {}
+// SAFETY: as above: every access to the words is through `&AtomicU64`.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// Zeroed room for `words` words (at least one); `None` if the memory cannot
+    /// be had (a pool the process cannot hold is an error, not an abort).
+    pub(crate) fn try_new(words: usize) -> Option<Arc<Arena>> {
+        let layout = Layout::array::<AtomicU64>(words.max(1)).ok()?;
+        // SAFETY: the layout's size is not zero (at least one word).
+        let block = unsafe { std::alloc::alloc_zeroed(layout) };
+        let start = NonNull::new(block.cast::<AtomicU64>())?;
+        Some(Arc::new(Arena { start, layout }))
+    }
+
+    /// Words the arena holds.
+    fn len(&self) -> usize {
+        self.layout.size() / size_of::<AtomicU64>()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: `start` was allocated in `try_new` with `layout`, once, and the
+        // arena is dropped once, after every frame holding it (each holds an `Arc`).
+        unsafe { std::alloc::dealloc(self.start.as_ptr().cast(), self.layout) };
+    }
+}
+
+/// One frame's words in an [`Arena`], which it keeps alive.
+struct Words {
+    start: NonNull<AtomicU64>,
+    len: usize,
+    _arena: Arc<Arena>,
+}
+
+// SAFETY: the words are atomics reached through shared references, in an arena
+// kept alive by `_arena` (itself `Send` and `Sync`).
+unsafe impl Send for Words {}
+// SAFETY: as above.
+unsafe impl Sync for Words {}
+
+impl std::ops::Deref for Words {
+    type Target = [AtomicU64];
+
+    fn deref(&self) -> &[AtomicU64] {
+        // SAFETY: `start..start + len` lies in the arena (checked in
+        // `FrameData::in_arena`), which `_arena` keeps alive as long as `self`;
+        // its bytes were zeroed at allocation, a valid `AtomicU64` each, and are
+        // only reached as atomics.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
+    }
+}
 
 /// The bytes of one buffer pool frame, with its latch and version.
 pub(crate) struct FrameData {
     latch: RwLock<()>,
     /// Odd while an exclusive latch is held; bumped on each acquire and release.
     version: AtomicU64,
-    words: Box<[AtomicU64]>,
+    words: Words,
 }
 
 impl FrameData {
     #[cfg(test)]
     pub(crate) fn new(page_size: usize) -> FrameData {
-        FrameData::try_new(page_size).expect("memory for a test frame")
+        FrameData::in_arena(
+            &Arena::try_new(page_size / 8).expect("memory"),
+            0,
+            page_size,
+        )
     }
 
-    /// A zeroed frame of `page_size` bytes; `None` if the memory cannot be had
-    /// (a pool the process cannot hold is an error, not an abort).
-    pub(crate) fn try_new(page_size: usize) -> Option<FrameData> {
-        let mut words = Vec::new();
-        words.try_reserve_exact(page_size / 8).ok()?;
-        words.extend((0..page_size / 8).map(|_| AtomicU64::new(0)));
-        Some(FrameData {
+    /// Frame `index` of `arena`, of `page_size` bytes (zeroed until written).
+    /// Panics if the arena is too small for it.
+    pub(crate) fn in_arena(arena: &Arc<Arena>, index: usize, page_size: usize) -> FrameData {
+        let len = page_size / 8;
+        let first = index * len;
+        assert!(
+            first + len <= arena.len(),
+            "frame {index} is past the arena"
+        );
+        // SAFETY: `first` is inside the arena's block (asserted above).
+        let start = unsafe { NonNull::new_unchecked(arena.start.as_ptr().add(first)) };
+        FrameData {
             latch: RwLock::new(()),
             version: AtomicU64::new(0),
-            words: words.into_boxed_slice(),
-        })
+            words: Words {
+                start,
+                len,
+                _arena: Arc::clone(arena),
+            },
+        }
     }
 
     /// Takes the shared latch.
