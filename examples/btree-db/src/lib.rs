@@ -40,7 +40,8 @@
 //!   the catalog tree's root. An all-zero page, a page that fails its check
 //!   and a page newer than the end of the log are errors, never data.
 //! * **Buffer pool.** A lock-free two-level page table over a fixed array of
-//!   frames; pages are pinned by `get_page` and unpinned by `put_page`,
+//!   frames (their bytes one zeroed block, whose memory the system provides as
+//!   frames are first used: a large pool costs nothing until it fills); pages are pinned by `get_page` and unpinned by `put_page`,
 //!   latched shared or exclusive while read or changed, written back when
 //!   evicted (after the log up to their page LSN: the WAL rule) and at
 //!   checkpoints. A frame is a sequence lock over atomic words, so a reader
