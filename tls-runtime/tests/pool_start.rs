@@ -9,17 +9,8 @@
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, Mode, Spec, SpecVec};
 
-/// The process's threads whose name starts with `prefix` (Linux: from /proc; the
-/// kernel keeps the first 15 bytes of a name).
-fn threads_named(prefix: &str) -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
+mod common;
+use common::threads_named;
 
 /// Waits (at most 30 s) until `f` holds.
 fn eventually(what: &str, f: impl Fn() -> bool) {

@@ -6,16 +6,8 @@
 use std::time::{Duration, Instant};
 use tls_runtime::{Control, Loop, Mode, SpecVec};
 
-/// The process's threads whose name starts with `prefix` (Linux: from /proc).
-fn threads_named(prefix: &str) -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
+mod common;
+use common::threads_named;
 
 #[test]
 fn start_workers_starts_the_default_count_once() {

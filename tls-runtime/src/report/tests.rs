@@ -41,36 +41,64 @@ fn a_report_says_when_not_every_thread_ran_epochs() {
     assert!(both.to_string().contains("(Parallel, 2 threads)"), "{both}");
 }
 
+/// Ten epochs of 10 us, `accesses` tracked accesses in all.
+fn ten_epochs(accesses: u64) -> ThreadStats {
+    ThreadStats {
+        epochs: 10,
+        items: 10,
+        accesses,
+        busy: Duration::from_micros(100),
+        ..ThreadStats::default()
+    }
+}
+
+/// A violation's cause: `store` to what `load` read as its first access.
+fn cause(
+    store: &'static Location<'static>,
+    load: &'static Location<'static>,
+    rewrite: Option<bool>,
+) -> Cause {
+    Cause {
+        store,
+        load,
+        load_ordinal: 0,
+        real: true,
+        rewrite,
+    }
+}
+
+/// The report of a loop whose one thread saw `ts`, in `mode`.
+#[track_caller]
+fn report_of(ts: ThreadStats, mode: RunMode) -> LoopReport {
+    let mut all = ThreadStats::default();
+    all.merge(ts);
+    all.into_report(
+        "l".into(),
+        Location::caller(),
+        mode,
+        1,
+        Duration::from_micros(100),
+    )
+}
+
 /// A parallel run places a violated load by its tracked accesses since its segment's
 /// start: a load right after a checkpoint is not advised another one, one far into
 /// its segment is.
 #[test]
 fn a_load_is_placed_in_its_segment() {
     let (store, soon, late) = (Location::caller(), Location::caller(), Location::caller());
-    let mut ts = ThreadStats {
-        epochs: 10,
-        items: 10,
-        accesses: 200,
-        busy: Duration::from_micros(100),
-        ..ThreadStats::default()
-    };
-    let cause = |load, rewrite| Cause {
-        store,
-        load,
+    let mut ts = ten_epochs(200);
+    let at_15 = |load| Cause {
         load_ordinal: 15,
-        real: true,
-        rewrite: Some(rewrite),
+        ..cause(store, load, Some(false))
     };
     for _ in 0..5 {
         // 15 accesses into the epoch, none since the checkpoint before it.
-        ts.violation(&cause(soon, false), 1, 0, Duration::from_micros(1));
+        ts.violation(&at_15(soon), 1, 0, Duration::from_micros(1));
         // 15 accesses into the epoch, no checkpoint before it.
-        ts.violation(&cause(late, false), 0, 15, Duration::from_micros(2));
+        ts.violation(&at_15(late), 0, 15, Duration::from_micros(2));
     }
-    let mut all = ThreadStats::default();
-    all.merge(ts);
-    let wall = Duration::from_micros(100);
-    let r = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 1, wall);
+    let r = report_of(ts, RunMode::Parallel);
     let kind = |load: &'static Location<'static>| {
         let d = r.dependences.iter().find(|d| d.load.0 == load).unwrap();
         d.advice.as_ref().unwrap().kind
@@ -87,34 +115,13 @@ fn a_load_is_placed_in_its_segment() {
 fn a_read_modify_write_in_two_calls_is_advised_as_an_accumulation() {
     let (store, load) = (Location::caller(), Location::caller());
     let report = |rewrite: Option<bool>| {
-        let mut ts = ThreadStats {
-            epochs: 10,
-            items: 10,
-            busy: Duration::from_micros(100),
-            ..ThreadStats::default()
-        };
-        let cause = Cause {
-            store,
-            load,
-            load_ordinal: 0,
-            real: true,
-            rewrite,
-        };
+        let mut ts = ten_epochs(0);
         for _ in 0..9 {
-            ts.violation(&cause, 0, 0, Duration::from_micros(1));
+            ts.violation(&cause(store, load, rewrite), 0, 0, Duration::from_micros(1));
+            // Homefree writers: not known.
+            ts.violation(&cause(store, load, None), 0, 0, Duration::from_micros(1));
         }
-        // Homefree writers: not known.
-        for _ in 0..9 {
-            let unknown = Cause {
-                rewrite: None,
-                ..cause
-            };
-            ts.violation(&unknown, 0, 0, Duration::from_micros(1));
-        }
-        let mut all = ThreadStats::default();
-        all.merge(ts);
-        let wall = Duration::from_micros(100);
-        let r = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 1, wall);
+        let r = report_of(ts, RunMode::Parallel);
         r.dependences[0].advice.as_ref().unwrap().kind
     };
     assert_eq!(report(Some(true)), crate::AdviceKind::Accumulate);
@@ -144,25 +151,9 @@ fn an_empty_run_has_no_time_shares() {
 fn profile_mode_dependences_read_as_predicted() {
     let (store, load) = (Location::caller(), Location::caller());
     let report = |mode: RunMode| {
-        let mut ts = ThreadStats {
-            epochs: 10,
-            items: 10,
-            busy: Duration::from_micros(100),
-            ..ThreadStats::default()
-        };
-        let cause = Cause {
-            store,
-            load,
-            load_ordinal: 0,
-            real: true,
-            rewrite: None,
-        };
-        ts.violation(&cause, 0, 0, Duration::from_micros(1));
-        let mut all = ThreadStats::default();
-        all.merge(ts);
-        let wall = Duration::from_micros(100);
-        all.into_report("l".into(), Location::caller(), mode, 1, wall)
-            .to_string()
+        let mut ts = ten_epochs(0);
+        ts.violation(&cause(store, load, None), 0, 0, Duration::from_micros(1));
+        report_of(ts, mode).to_string()
     };
     assert!(report(RunMode::Profile).contains(": predicted 1 violations"));
     assert!(!report(RunMode::Parallel).contains("predicted"));

@@ -21,3 +21,15 @@ pub(crate) fn quiet_panics_marked(marker: &'static str) {
         }
     }));
 }
+
+/// The process's threads whose name starts with `prefix` (Linux: from /proc; the
+/// kernel keeps the first 15 bytes of a name).
+pub(crate) fn threads_named(prefix: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
