@@ -376,7 +376,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 out!(
                     "{}",
-                    serde_json::to_string_pretty(&driver::format_json(&results))?
+                    serde_json::to_string_pretty(&driver::format_json(&results, warehouses, sync))?
                 );
             } else {
                 out!(

@@ -366,6 +366,21 @@ fn compare_prints_a_table_and_json() {
     }
     assert_eq!(json["same_answers"], true, "{json}");
     assert_eq!(json["same_totals"], true, "{json}");
+    // What the table's last lines say, the JSON has too.
+    for key in [
+        "rolled_back_new_orders",
+        "orders_in_database",
+        "transactions",
+        "warehouses",
+    ] {
+        assert!(json[key].is_u64(), "{key} missing in {json}");
+    }
+    assert!(json["sync"].is_string(), "{json}");
+    assert!(
+        json["all"]["sqlite_tps"].as_f64().is_some_and(|t| t > 0.0),
+        "{json}"
+    );
+    assert!(json["load_s"]["sqlite"].is_number(), "{json}");
     // Where the process may use two CPUs, the run says how fast they passed a line.
     let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     let trip = &json["cache_line_round_trip"];

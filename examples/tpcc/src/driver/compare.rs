@@ -269,10 +269,34 @@ fn placement(results: &[CompareResult]) -> Option<Placement> {
 /// `<mode>_p50_us` and `<mode>_p95_us` (plus `<mode>_count`, and `<mode>_tps`: that
 /// type's transactions per second of the time spent in them), and the booleans
 /// `same_answers` and `same_totals` (every mode answered alike, and ended with the
-/// same database totals; `null` with one mode, when nothing was compared), and, where two CPUs could be timed, `cache_line_round_trip`
-/// (`before_ns`, `after_ns`, `placement`: see [`Placement`]).
-pub fn format_json(results: &[CompareResult]) -> serde_json::Value {
+/// same database totals; `null` with one mode, when nothing was compared), and,
+/// where two CPUs could be timed, `cache_line_round_trip` (`before_ns`, `after_ns`,
+/// `placement`: see [`Placement`]); and what the table's last lines say: `all`
+/// (`<mode>_tps` of every transaction), `load_s` per mode, `rolled_back_new_orders`,
+/// `orders_in_database`, and the run's `warehouses`, `transactions` (per mode) and
+/// `sync`.
+pub fn format_json(results: &[CompareResult], warehouses: u16, sync: Sync) -> serde_json::Value {
     let mut root = serde_json::Map::new();
+    let mut all = serde_json::Map::new();
+    let mut load = serde_json::Map::new();
+    for r in results {
+        let m = r.report.mode.name();
+        all.insert(format!("{m}_tps"), round1(r.report.throughput()).into());
+        let t = r.report.load_time.map_or(0.0, |t| t.as_secs_f64());
+        load.insert(m.to_string(), ((t * 100.0).round() / 100.0).into());
+    }
+    root.insert("all".into(), all.into());
+    root.insert("load_s".into(), load.into());
+    if let Some(first) = results.first() {
+        root.insert(
+            "rolled_back_new_orders".into(),
+            first.report.rolled_back.into(),
+        );
+        root.insert("orders_in_database".into(), first.total_orders.into());
+        root.insert("transactions".into(), first.report.count().into());
+    }
+    root.insert("warehouses".into(), warehouses.into());
+    root.insert("sync".into(), sync.name().into());
     for kind in TxnKind::ALL {
         let mut o = serde_json::Map::new();
         for r in results {
