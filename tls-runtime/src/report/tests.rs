@@ -1,6 +1,7 @@
 //! The report's own tests: names made printable, counts, which threads ran.
 
 use super::*;
+use crate::epoch::Cause;
 
 #[test]
 fn control_characters_in_a_name_are_escaped() {

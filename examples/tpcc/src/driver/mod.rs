@@ -3,11 +3,9 @@
 //! run and its report.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{self, Engine, Mode};
@@ -15,10 +13,12 @@ use crate::load;
 use crate::schema::{Meta, Scale};
 use crate::workload::{Terminal, TxnInput, TxnKind, TxnOutput};
 
+mod ack_log;
 mod compare;
 pub mod placement;
 mod terminals;
 
+pub use ack_log::{AckLog, read_ack_log, refuse_ack_log_on_database};
 pub use compare::{CompareResult, compare, format_json, format_table};
 pub use terminals::run_terminals;
 
@@ -358,116 +358,6 @@ pub fn load(
     Ok(meta)
 }
 
-/// Appends acknowledged New Orders to a file, one `w d o_id` line each, handed to the
-/// operating system before the next transaction starts: enough to survive the process
-/// being killed, which is what the crash tests do (not a power failure).
-pub struct AckLog {
-    file: std::fs::File,
-    /// For error messages.
-    path: std::path::PathBuf,
-}
-
-/// Refuses an ack log that is the database `db` or one of its files (its log, or
-/// SQLite's journal): the acks written into it took the database with them at the
-/// first crash (an outside probe's `--ack-log` naming the database file left a file
-/// that no longer opened).
-pub fn refuse_ack_log_on_database(ack: &Path, db: &Path) -> Result<()> {
-    // Where each would be: the file itself when it exists, else its directory
-    // (canonical, so that `./x` and `x`, or a link, compare equal) and its name.
-    let place = |p: &Path| -> (Option<PathBuf>, std::ffi::OsString) {
-        let name = p.file_name().unwrap_or_default().to_os_string();
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        (std::fs::canonicalize(dir).ok(), name)
-    };
-    let same_file = match (std::fs::canonicalize(ack), std::fs::canonicalize(db)) {
-        (Ok(a), Ok(d)) => a == d,
-        _ => false,
-    };
-    let ((ack_dir, ack_name), (db_dir, db_name)) = (place(ack), place(db));
-    let ack_name = ack_name.to_string_lossy();
-    let db_name = db_name.to_string_lossy();
-    let one_of_its_files = ack_dir.is_some()
-        && ack_dir == db_dir
-        && (*ack_name == *db_name
-            || ack_name.starts_with(&format!("{db_name}.wal."))
-            || ["-wal", "-shm", "-journal"]
-                .iter()
-                .any(|s| *ack_name == format!("{db_name}{s}")));
-    if same_file || one_of_its_files {
-        bail!(
-            "--ack-log {} is the database {} or one of its files: name a file of its own",
-            ack.display(),
-            db.display()
-        );
-    }
-    Ok(())
-}
-
-impl AckLog {
-    /// Opens (appending to) `path`.
-    pub fn open(path: &Path) -> Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("opening ack log {}", path.display()))?;
-        Ok(Self {
-            file,
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// Records one order. The line goes out in a single `write`, so a kill leaves
-    /// either the whole line or none of it.
-    pub fn ack(&mut self, w: u16, d: u8, o: u32) -> Result<()> {
-        let mut line = [0u8; 32];
-        let mut cursor = std::io::Cursor::new(&mut line[..]);
-        writeln!(cursor, "{w} {d} {o}")?;
-        let n = cursor.position() as usize;
-        self.file
-            .write_all(&line[..n])
-            .and_then(|()| self.file.flush())
-            .with_context(|| format!("writing ack log {}", self.path.display()))
-    }
-}
-
-/// Parses an ack log: `(w_id, d_id, o_id)` per complete line. A last line without a
-/// newline was cut by a crash before it was acknowledged, and is ignored.
-pub fn read_ack_log(path: &Path) -> Result<Vec<(u16, u8, u32)>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading expected orders from {}", path.display()))?;
-    let complete = match text.rfind('\n') {
-        Some(i) => &text[..=i],
-        None => "",
-    };
-    let mut orders = Vec::new();
-    for (n, line) in complete.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = || {
-            anyhow::anyhow!(
-                "{}:{}: expected `w_id d_id o_id`, found {line:?}",
-                path.display(),
-                n + 1
-            )
-        };
-        let mut it = line.split_whitespace();
-        let w = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-        let d = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-        let o = it.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-        if it.next().is_some() {
-            return Err(bad());
-        }
-        orders.push((w, d, o));
-    }
-    Ok(orders)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,29 +491,5 @@ mod tests {
         assert_eq!(r.percentile_us(TxnKind::Payment, 100.0), Some(100.0));
         assert_eq!(r.percentile_us(TxnKind::NewOrder, 50.0), None);
         assert_eq!(r.count(), 100);
-    }
-
-    #[test]
-    fn ack_log_round_trips_and_ignores_a_torn_last_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("acks");
-        let mut log = AckLog::open(&path).unwrap();
-        log.ack(1, 2, 3001).unwrap();
-        log.ack(65535, 10, u32::MAX).unwrap();
-        drop(log);
-        assert_eq!(
-            read_ack_log(&path).unwrap(),
-            [(1, 2, 3001), (65535, 10, u32::MAX)]
-        );
-        // A line cut by a crash has no newline yet: it was never acknowledged.
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        text.push_str("1 3 30");
-        std::fs::write(&path, &text).unwrap();
-        assert_eq!(read_ack_log(&path).unwrap().len(), 2);
-        std::fs::write(&path, "1 2\n").unwrap();
-        assert!(read_ack_log(&path).is_err());
-        std::fs::write(&path, "1 2 3 4\n").unwrap();
-        assert!(read_ack_log(&path).is_err());
-        assert!(read_ack_log(&dir.path().join("missing")).is_err());
     }
 }
