@@ -4,23 +4,9 @@
 
 use std::time::Duration;
 
-use btree_db::{Database, Options, SyncMode};
 
-fn open(dir: &std::path::Path, lock_timeout: Duration) -> std::sync::Arc<Database> {
-    Database::open(
-        dir.join("db"),
-        Options {
-            sync: SyncMode::Off,
-            lock_timeout,
-            ..Options::default()
-        },
-    )
-    .unwrap()
-}
-
-fn key(i: u32) -> [u8; 4] {
-    i.to_be_bytes()
-}
+mod common;
+use common::{key, open};
 
 #[test]
 fn writes_from_where_a_read_ended_survive_splits_and_foreign_hints() {

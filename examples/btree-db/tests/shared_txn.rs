@@ -7,21 +7,8 @@ use std::time::{Duration, Instant};
 
 use btree_db::{Database, Error, Options, SyncMode};
 
-fn open(dir: &std::path::Path, lock_timeout: Duration) -> std::sync::Arc<Database> {
-    Database::open(
-        dir.join("db"),
-        Options {
-            sync: SyncMode::Off,
-            lock_timeout,
-            ..Options::default()
-        },
-    )
-    .unwrap()
-}
-
-fn key(i: u32) -> [u8; 4] {
-    i.to_be_bytes()
-}
+mod common;
+use common::{key, open};
 
 #[test]
 fn threads_of_one_transaction_commit_or_abort_together() {
