@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-
 mod common;
 use common::{key, open};
 
