@@ -115,7 +115,7 @@ impl Database {
                  not mounted?)",
             )));
         }
-        let path = log_home(path, options.log_segment_bytes)?;
+        let path = log_home(path)?;
         let (pager, mut header) = Pager::open(&path)?;
         check_pool_fits(options.pool_pages, pager.page_size())?;
         // The segment size numbers the log's files: an existing database keeps
@@ -468,9 +468,9 @@ fn physical_memory() -> Option<u64> {
 /// opens under any link to it (the link's own name found no log: "the log is
 /// damaged"). A database written through the link before keeps its log under the
 /// link's name, where it is found.
-fn log_home(path: PathBuf, segment_bytes: u64) -> Result<PathBuf> {
+fn log_home(path: PathBuf) -> Result<PathBuf> {
     let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-    if !is_link || Wal::new(&path, segment_bytes, 0).has_segments()? {
+    if !is_link || !crate::wal::segments_of(&path)?.is_empty() {
         return Ok(path);
     }
     Ok(std::fs::canonicalize(&path)?)

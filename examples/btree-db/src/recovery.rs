@@ -39,7 +39,7 @@ pub(crate) fn recover(store: &Store, header: &FileHeader, next_txn: &AtomicU64) 
         // No log file at all under this name: most likely the file was opened
         // under another name than the one it was written under (renamed, or a
         // hard link), whose log files are named after that one.
-        let reason = if wal.has_segments()? {
+        let reason = if !wal.segments()?.is_empty() {
             "the log files end before the last checkpoint (were the database's \
              `.wal.*` files left behind in a copy, or taken from another one?)"
         } else {

@@ -76,6 +76,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The path of segment `seg` of the log of the database at `db_path`.
+fn seg_path_of(db_path: &Path, seg: u64) -> PathBuf {
+    let mut name = db_path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".wal.{seg:08}"));
+    db_path.with_file_name(name)
+}
+
+/// The segment numbers of the log of the database at `db_path` present on disk,
+/// ascending (listed from the path alone: a `Wal` holds a 1 MiB buffer).
+pub(crate) fn segments_of(db_path: &Path) -> Result<Vec<u64>> {
+    let dir = match db_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut prefix = db_path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    prefix.push_str(".wal.");
+    let mut segs = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(n) = name
+            .strip_prefix(&prefix)
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            segs.push(n);
+        }
+    }
+    segs.sort_unstable();
+    Ok(segs)
+}
+
 impl Wal {
     /// A log for the database at `db_path`, appending at `end`.
     pub(crate) fn new(db_path: &Path, seg_size: u64, end: u64) -> Wal {
@@ -107,42 +142,12 @@ impl Wal {
     }
 
     fn seg_path(&self, seg: u64) -> PathBuf {
-        let mut name = self.base.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".wal.{seg:08}"));
-        self.base.with_file_name(name)
-    }
-
-    /// Whether any segment file of this log is on disk.
-    pub(crate) fn has_segments(&self) -> Result<bool> {
-        Ok(!self.segments()?.is_empty())
+        seg_path_of(&self.base, seg)
     }
 
     /// Segment numbers present on disk, ascending.
-    fn segments(&self) -> Result<Vec<u64>> {
-        let dir = match self.base.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut prefix = self
-            .base
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        prefix.push_str(".wal.");
-        let mut segs = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            let name = e?.file_name();
-            let name = name.to_string_lossy();
-            if let Some(n) = name
-                .strip_prefix(&prefix)
-                .and_then(|s| s.parse::<u64>().ok())
-            {
-                segs.push(n);
-            }
-        }
-        segs.sort_unstable();
-        Ok(segs)
+    pub(crate) fn segments(&self) -> Result<Vec<u64>> {
+        segments_of(&self.base)
     }
 
     /// The segment size the log files of the database at `db_path` show, for a
@@ -152,10 +157,9 @@ impl Wal {
     /// another size, the log read as damaged); with one, any size from its length
     /// up reads it, and the option is kept unless the file is longer.
     pub(crate) fn segment_bytes_shown(db_path: &Path, option: u64) -> Result<u64> {
-        let log = Wal::new(db_path, option, FIRST_LSN);
         let mut lengths = Vec::new();
-        for seg in log.segments()? {
-            lengths.push(std::fs::metadata(log.seg_path(seg))?.len());
+        for seg in segments_of(db_path)? {
+            lengths.push(std::fs::metadata(seg_path_of(db_path, seg))?.len());
         }
         match lengths.split_last() {
             None => Ok(option),
