@@ -40,7 +40,7 @@ use core::panic::Location;
 use smallvec::SmallVec;
 pub(crate) use state::SpecState;
 use state::{
-    Own, insert_version, own_version, record_reader, take_version, violate_other_loops,
+    Own, WriterRead, insert_version, own_version, record_reader, take_version, violate_other_loops,
     violate_readers, visible,
 };
 
@@ -288,7 +288,7 @@ impl<T> Slot<T> {
         log: impl FnOnce(),
     ) -> Option<T> {
         self.locked(|_, st| {
-            violate_readers(st, a, store, true, |seen| seen.tag <= a.tag);
+            violate_readers(st, a, store, WriterRead::Recorded, |seen| seen.tag <= a.tag);
             match own_version(&st.versions, a) {
                 Own::Current(i) => {
                     let v = &mut st.versions[i];
@@ -324,7 +324,7 @@ impl<T> Slot<T> {
             if seen.tag != a.tag {
                 record_reader(st, a, seen, site);
             }
-            violate_readers(st, a, site, true, |seen| seen.tag <= a.tag);
+            violate_readers(st, a, site, WriterRead::Recorded, |seen| seen.tag <= a.tag);
             let i = match own_version(&st.versions, a) {
                 Own::Current(i) => i,
                 Own::None | Own::Earlier => {
@@ -358,8 +358,7 @@ impl<T> Slot<T> {
                 }
             }
             if let Some(store) = store {
-                // A discarded version, not a store: nothing to say of its reads.
-                violate_readers(st, a, store, false, |seen| {
+                violate_readers(st, a, store, WriterRead::Unknown, |seen| {
                     seen.tag == a.tag && seen.segment >= from_segment
                 });
             }
@@ -488,7 +487,9 @@ fn stale_after_direct_write<T>(
     store: &'static Location<'static>,
 ) {
     if let Some(a) = by {
-        violate_readers(st, a, store, false, |seen| seen.tag <= a.tag);
+        violate_readers(st, a, store, WriterRead::IfRecorded, |seen| {
+            seen.tag <= a.tag
+        });
     }
     violate_other_loops(st, by, store);
 }

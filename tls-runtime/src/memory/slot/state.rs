@@ -194,27 +194,39 @@ fn cause(
     }
 }
 
+/// What a write can tell of its writer's own read of the location, for the causes
+/// of the violations it makes (`Cause::rewrite`).
+#[derive(Clone, Copy)]
+pub(super) enum WriterRead {
+    /// A speculative writer: its reads are recorded, so no record means no read.
+    Recorded,
+    /// A homefree writer of the committed value: a record of a read made while it
+    /// was speculative is there; one made since it became homefree is not.
+    IfRecorded,
+    /// Not a store (a discarded version): nothing to tell.
+    Unknown,
+}
+
 /// A speculative write by `a` (a new version, or an update of its own): violates the
 /// later readers of `a`'s loop for which `stale(seen)` holds. Records of other loops
-/// stay: a version is invisible to them. `mine_known`: `a`'s own read of the
-/// location, if it made one, is recorded, so a cause can say whether the writer read
-/// what it wrote. Not so for a homefree epoch writing the committed value: its reads
-/// since it became homefree leave no records (one from before is still there).
+/// stay: a version is invisible to them. `writer`: what the causes may say of `a`'s
+/// own read of the location.
 pub(super) fn violate_readers<T>(
     st: &mut SpecState<T>,
     a: &Access<'_>,
     store: &'static Location<'static>,
-    mine_known: bool,
+    writer: WriterRead,
     stale: impl Fn(Seen) -> bool,
 ) {
     if !st.has_readers() {
         return;
     }
-    // The writer's own read of the location, if any (`x.set(x.get() + 1)`), when its
-    // reads are recorded.
-    let own_load = match st.reader_mut(a.tag) {
-        Some(r) => Some(Some(r.load)),
-        None => mine_known.then_some(None),
+    // The writer's own read of the location, if any (`x.set(x.get() + 1)`).
+    let own_load = match (writer, st.reader_mut(a.tag)) {
+        (WriterRead::Unknown, _) => None,
+        (_, Some(r)) => Some(Some(r.load)),
+        (WriterRead::Recorded, None) => Some(None),
+        (WriterRead::IfRecorded, None) => None,
     };
     st.retain_readers(|r| {
         if !is_live(a, r.tag) {
