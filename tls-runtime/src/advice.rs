@@ -70,14 +70,21 @@ pub struct Advice {
 
 impl fmt::Display for Advice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_predicted(f, "")
+    }
+}
+
+impl Advice {
+    /// The advice as `Display` writes it, `of_what` after the word "predicted" (the
+    /// summary of a loop run many times says which run the prediction is of).
+    pub(crate) fn write_predicted(&self, f: &mut impl fmt::Write, of_what: &str) -> fmt::Result {
         write!(f, "{}", self.text)?;
         if let Some(s) = self.predicted_speedup_2 {
-            match self.kind {
-                AdviceKind::TrueDependence => {
-                    write!(f, " (without it: {s:.2}x on 2 cores, predicted)")?
-                }
-                _ => write!(f, " (then: {s:.2}x on 2 cores, predicted)")?,
-            }
+            let after = match self.kind {
+                AdviceKind::TrueDependence => "without it",
+                _ => "then",
+            };
+            write!(f, " ({after}: {s:.2}x on 2 cores, predicted{of_what})")?;
         }
         Ok(())
     }

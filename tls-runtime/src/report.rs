@@ -50,6 +50,19 @@ pub enum RunMode {
     Profile,
 }
 
+impl RunMode {
+    /// The word before a dependence's violations: in profile mode the loop ran in
+    /// order, so they are the model's, not violations that happened (the header
+    /// counts none).
+    pub(crate) fn violations_are(self) -> &'static str {
+        if self == RunMode::Profile {
+            "predicted "
+        } else {
+            ""
+        }
+    }
+}
+
 /// One load/store pair that caused violations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependence {
@@ -294,13 +307,7 @@ impl fmt::Display for LoopReport {
             }
             writeln!(f)?;
         }
-        // In profile mode the loop ran in order: its dependences are the model's,
-        // not violations that happened (the header's count is 0).
-        let predicted = if self.mode == RunMode::Profile {
-            "predicted "
-        } else {
-            ""
-        };
+        let predicted = self.mode.violations_are();
         for (i, d) in self.dependences.iter().enumerate() {
             writeln!(
                 f,

@@ -277,38 +277,24 @@ fn summary(all: &[Totals]) -> String {
             );
         }
         if let Some(d) = t.deps.first() {
-            let predicted = if t.mode == RunMode::Profile {
-                "predicted "
-            } else {
-                ""
-            };
+            let predicted = t.mode.violations_are();
             let _ = writeln!(
                 out,
                 "    top dependence: store {} -> load {} ({predicted}{} violations, {:.3?})",
                 d.store, d.load, d.count, d.wasted
             );
-            match &d.advice {
+            if let Some(a) = &d.advice {
                 // A loop run many times: the advice's prediction is of one run, the
                 // latest that showed the dependence, not of the loop's runs together
                 // (read beside the loop's own, it looked as if the fix slowed it).
-                Some(a) if t.count > 1 && a.predicted_speedup_2.is_some() => {
-                    let s = a.predicted_speedup_2.unwrap_or_default();
-                    let after = match a.kind {
-                        crate::AdviceKind::TrueDependence => "without it",
-                        _ => "then",
-                    };
-                    let _ = writeln!(
-                        out,
-                        "    advice ({}): {} ({after}: {s:.2}x on 2 cores, predicted for the \
-                         latest run that showed it)",
-                        a.kind.name(),
-                        a.text
-                    );
-                }
-                Some(a) => {
-                    let _ = writeln!(out, "    advice ({}): {a}", a.kind.name());
-                }
-                None => {}
+                let of_what = if t.count > 1 {
+                    " for the latest run that showed it"
+                } else {
+                    ""
+                };
+                let _ = write!(out, "    advice ({}): ", a.kind.name());
+                let _ = a.write_predicted(&mut out, of_what);
+                out.push('\n');
             }
         }
     }
