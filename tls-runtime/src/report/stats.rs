@@ -23,6 +23,19 @@ pub(crate) struct DepAcc {
     rewrites_known: u64,
 }
 
+impl DepAcc {
+    /// Adds `v` into `self` (a thread's one violation, or another thread's totals).
+    fn add(&mut self, v: &DepAcc) {
+        self.count += v.count;
+        self.wasted += v.wasted;
+        self.segment = self.segment.min(v.segment);
+        self.load_access_sum += v.load_access_sum;
+        self.in_segment_sum += v.in_segment_sum;
+        self.rewrites += v.rewrites;
+        self.rewrites_known += v.rewrites_known;
+    }
+}
+
 /// Violations whose storing epoch's own read is known (it read the location while
 /// speculative: a homefree epoch's reads, as at a synchronized load, leave no
 /// record) that must be seen before a parallel run calls a two-call dependence a
@@ -98,20 +111,30 @@ impl ThreadStats {
         wasted: Duration,
     ) {
         self.violations += 1;
-        let d = self
-            .deps
-            .entry((SourceLocation(cause.store), SourceLocation(cause.load)))
+        let one = DepAcc {
+            count: 1,
+            wasted,
+            segment,
+            load_access_sum: u64::from(cause.load_ordinal),
+            in_segment_sum: u64::from(in_segment),
+            rewrites: u64::from(cause.rewrite == Some(true)),
+            rewrites_known: u64::from(cause.rewrite.is_some()),
+        };
+        self.add_dependence(
+            (SourceLocation(cause.store), SourceLocation(cause.load)),
+            &one,
+        );
+    }
+
+    /// Adds `v` into the totals of the dependence `key`.
+    fn add_dependence(&mut self, key: (SourceLocation, SourceLocation), v: &DepAcc) {
+        self.deps
+            .entry(key)
             .or_insert(DepAcc {
-                segment,
+                segment: v.segment,
                 ..DepAcc::default()
-            });
-        d.count += 1;
-        d.wasted += wasted;
-        d.segment = d.segment.min(segment);
-        d.load_access_sum += u64::from(cause.load_ordinal);
-        d.in_segment_sum += u64::from(in_segment);
-        d.rewrites += u64::from(cause.rewrite == Some(true));
-        d.rewrites_known += u64::from(cause.rewrite.is_some());
+            })
+            .add(v);
     }
 
     /// Adds `other` into `self`.
@@ -137,17 +160,7 @@ impl ThreadStats {
         self.idle += other.idle;
         self.present += other.present;
         for (k, v) in other.deps {
-            let d = self.deps.entry(k).or_insert(DepAcc {
-                segment: v.segment,
-                ..DepAcc::default()
-            });
-            d.count += v.count;
-            d.wasted += v.wasted;
-            d.segment = d.segment.min(v.segment);
-            d.load_access_sum += v.load_access_sum;
-            d.in_segment_sum += v.in_segment_sum;
-            d.rewrites += v.rewrites;
-            d.rewrites_known += v.rewrites_known;
+            self.add_dependence(k, &v);
         }
         self.synced_wait += other.synced_wait;
         for (load, s) in other.synced {
