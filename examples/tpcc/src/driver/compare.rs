@@ -115,9 +115,7 @@ pub fn compare(
         if show {
             eprintln!("{mode}: loaded in {:.1} s", load_time.as_secs_f64());
         }
-        if super::interrupted() {
-            anyhow::bail!("interrupted (Ctrl-C)");
-        }
+        stop_if_interrupted()?;
         let mut runner = Runner::new(mode, meta, seed.wrapping_add(1));
         runner.reserve(transactions);
         all.push(Contender {
@@ -133,9 +131,7 @@ pub fn compare(
     let (turns, placement) = Placement::around(|| -> Result<()> {
         let mut turn = 0;
         while all.iter().any(|c| c.runner.done < transactions) {
-            if super::interrupted() {
-                anyhow::bail!("interrupted (Ctrl-C)");
-            }
+            stop_if_interrupted()?;
             let n = all.len();
             for k in 0..n {
                 let c = &mut all[(k + turn) % n];
@@ -170,6 +166,15 @@ pub fn compare(
         });
     }
     Ok(results)
+}
+
+/// An error once Ctrl-C asked the comparison to stop: returned, it drops the
+/// contenders and with them their temporary databases.
+fn stop_if_interrupted() -> Result<()> {
+    if super::interrupted() {
+        anyhow::bail!("interrupted (Ctrl-C)");
+    }
+    Ok(())
 }
 
 /// The side-by-side table of a comparison.
