@@ -509,13 +509,15 @@ fn keep_tallest(bars: &mut Vec<Bar>, max: usize) -> usize {
     let mut heights: Vec<f64> = bars.iter().map(|b| b.height).collect();
     heights.sort_by(|a, b| b.total_cmp(a));
     let cut = heights[max - 1];
-    // Ties at the cut: the first ones in order.
-    let mut room = max;
+    // Every bar above the cut stays (fewer than `max`); ties at the cut fill the
+    // rest, the first ones in order. (Filling in order regardless, ties early in
+    // the report took the room of a taller bar after them.)
+    let mut ties = max - bars.iter().filter(|b| b.height > cut).count();
     let before = bars.len();
     bars.retain(|b| {
-        let keep = room > 0 && b.height >= cut;
-        room -= usize::from(keep);
-        keep
+        let tie = b.height == cut && ties > 0;
+        ties -= usize::from(tie);
+        b.height > cut || tie
     });
     before - bars.len()
 }

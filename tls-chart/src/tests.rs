@@ -141,6 +141,16 @@ fn a_chart_keeps_its_tallest_bars() {
         .map(|b| b.label[1..b.label.find(' ').unwrap()].parse().unwrap())
         .collect();
     assert!(labels.windows(2).all(|w| w[0] < w[1]), "{labels:?}");
+    // Ties before a taller bar do not take its room.
+    let tied: Vec<Value> = [5, 5, 5, 9]
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| loop_json(&format!("t{i}"), h, 1, 0, 0, 0))
+        .collect();
+    let mut b = bars(&[("r.json".into(), tied)], &[]).unwrap();
+    assert_eq!(keep_tallest(&mut b, 2), 2);
+    let kept: Vec<f64> = b.iter().map(|b| b.height).collect();
+    assert_eq!(kept, [5.0, 9.0]);
     let e = bars(&[("r.json".into(), vec![json!({"wall_ns": 1})])], &[]).unwrap_err();
     assert!(e.contains("loop 1 (counting from 1) has no name"), "{e}");
 }
