@@ -80,15 +80,28 @@ fn speculation_without_gain_switches_to_in_order() {
     };
     let (site, w) = (LoopSite::new(), Window::new(2));
     // 10 ms of committed work in a 20 ms window: half the in-order speed. A new
-    // site gets a second window; a probe after an in-order stretch does not.
+    // site gets a second window, and so does a probe after an in-order stretch
+    // (its first window starts from in-order execution); a second slow window of
+    // the probe doubles the next stretch.
     window(&site, &w, 10);
     assert!(!site.in_order(), "a new site gets a second window");
     window(&site, &w, 10);
     assert!(site.in_order());
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF);
     site.ran_in_order(MIN_BACKOFF);
     assert!(!site.in_order());
     window(&site, &w, 10);
-    assert!(site.in_order(), "a probe gets no second chance");
+    assert!(!site.in_order(), "a probe gets a second window");
+    window(&site, &w, 10);
+    assert!(site.in_order(), "two slow windows of a probe");
+    assert_eq!(site.in_order_budget(), 2 * MIN_BACKOFF);
+    // A probe whose first window was slow and whose second paid speculates on.
+    site.ran_in_order(2 * MIN_BACKOFF);
+    window(&site, &w, 10);
+    window(&site, &w, 36);
+    assert!(!site.in_order(), "the probe's second window paid");
+    window(&site, &w, 10);
+    assert!(!site.in_order(), "one slow window after one that paid");
     // After a window that paid, one slow window may be the machine; two in a
     // row are the loop.
     let (site, w) = (LoopSite::new(), Window::new(2));

@@ -243,3 +243,33 @@ fn a_loop_whose_iterations_change_on_the_way_is_not_judged_by_the_old_ones() {
     assert!(!site.in_order(), "judged by the old iterations' cost");
     assert_eq!(site.in_order_per_item(), None);
 }
+
+#[test]
+fn a_window_faster_than_the_in_order_loop_pays_whatever_its_busy_time() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    // In order: 10 us an iteration.
+    for _ in 0..MEASURES {
+        site.note_measured(Duration::from_micros(100), 10);
+    }
+    // Windows of 1 ms committing 120 iterations (1.2 ms of in-order work) whose
+    // epochs' own time adds up to 1.05 ms: a busy-time gain of 1.05, under
+    // `MIN_GAIN`, in windows 1.2 times faster than in order.
+    let window = |items: u64, busy: Duration| {
+        clock.open(&w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        let half = tally(WINDOW, items / 2, 0, busy / 2);
+        w.vote_at(&site, half, true, now);
+        w.vote_at(&site, half, false, now);
+    };
+    for _ in 0..4 {
+        window(120, Duration::from_micros(1050));
+        assert!(!site.in_order(), "faster than in order pays");
+    }
+    // Slower than in order (90 iterations in the same time) does not, whatever
+    // the busy time.
+    window(90, Duration::from_micros(1900));
+    window(90, Duration::from_micros(1900));
+    assert!(site.in_order());
+}
