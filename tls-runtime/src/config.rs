@@ -79,16 +79,14 @@ fn read_env() -> Env {
     let threads = match std::env::var("TLS_THREADS") {
         Ok(s) => match s.trim().parse::<usize>() {
             Ok(n) if n > MAX_THREADS => {
-                eprintln!(
+                say!(
                     "tls-runtime: TLS_THREADS={n} is more than a loop may use; using {MAX_THREADS}"
                 );
                 Some(MAX_THREADS)
             }
             Ok(n) if n >= 1 => Some(n),
             _ => {
-                eprintln!(
-                    "tls-runtime: TLS_THREADS={s:?} is not a positive integer; using all cores"
-                );
+                say!("tls-runtime: TLS_THREADS={s:?} is not a positive integer; using all cores");
                 None
             }
         },
@@ -102,7 +100,7 @@ fn read_env() -> Env {
         Ok("sequential") => Mode::Sequential,
         Ok("profile") => Mode::Profile,
         Ok(other) => {
-            eprintln!(
+            say!(
                 "tls-runtime: unknown TLS_MODE={other:?} (expected `parallel`, \
                  `sequential` or `profile`); using parallel"
             );
@@ -115,7 +113,7 @@ fn read_env() -> Env {
         Ok(s) if s == "stderr" => ReportSink::Stderr,
         Ok(s) => {
             if !s.ends_with(".json") {
-                eprintln!(
+                say!(
                     "tls-runtime: TLS_REPORT={s:?} is neither `stderr` nor a `.json` path; \
                      writing JSON there anyway"
                 );
@@ -135,7 +133,7 @@ fn read_env() -> Env {
     if let Some(path) = &trace
         && path.extension().is_none_or(|e| e != "json")
     {
-        eprintln!(
+        say!(
             "tls-runtime: TLS_TRACE={:?} is not a `.json` path (the timeline is a file, \
              not a stream); writing it there anyway",
             path.display().to_string()
@@ -146,9 +144,7 @@ fn read_env() -> Env {
         Err(_) | Ok("") | Ok("on") => true,
         Ok("off") => false,
         Ok(other) => {
-            eprintln!(
-                "tls-runtime: TLS_MOVE_WORKERS={other:?} is neither `on` nor `off`; using on"
-            );
+            say!("tls-runtime: TLS_MOVE_WORKERS={other:?} is neither `on` nor `off`; using on");
             true
         }
     };
@@ -180,7 +176,7 @@ fn check_output(var: &str, path: &std::path::Path, what: &str) {
         None
     };
     if let Some(problem) = problem {
-        eprintln!(
+        say!(
             "tls-runtime: {var}={:?}: {problem}; {what} will not be written there",
             path.display().to_string()
         );
@@ -193,7 +189,7 @@ fn whole_number(name: &str, default: u64, unit: &str) -> u64 {
     match std::env::var(name) {
         Err(_) => default,
         Ok(s) => s.trim().parse::<u64>().unwrap_or_else(|_| {
-            eprintln!("tls-runtime: {name}={s:?} is not a whole number of {unit}; using {default}");
+            say!("tls-runtime: {name}={s:?} is not a whole number of {unit}; using {default}");
             default
         }),
     }

@@ -115,7 +115,7 @@ pub(crate) fn skipped<R>(what: &str) -> R {
         // SAFETY: `R` is `()`, whose only value has no bytes.
         return unsafe { core::mem::transmute_copy::<(), R>(&()) };
     }
-    eprintln!(
+    say!(
         "tls-runtime: {what} returning a value was called from a destructor while an \
          iteration was being rolled back: its work would run for an attempt that is thrown \
          away, and there is no value to return instead. Call it in the loop body, or return \

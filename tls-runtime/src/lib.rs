@@ -175,6 +175,25 @@
 //! (The check skips the closures given to `on_commit`, `escape`, `on_violation`,
 //! `when_homefree` and `tls_runtime::scope`.)
 
+/// Writes the runtime's own message to standard error, dropping it when standard
+/// error cannot be written (a closed pipe: `prog 2>&1 | head` after `head` ended).
+/// `eprintln!` panics there, and a panic in a worker, a watchdog or a commit would
+/// leave the loop waiting for a thread that is gone.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the line end (a report or summary that ends its own lines).
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod adapt;
 mod advice;
 mod config;

@@ -82,7 +82,7 @@ pub(crate) fn set_last(report: LoopReport) {
     match &env().report {
         ReportSink::None => {}
         ReportSink::Stderr => {
-            eprint!("{report}");
+            say_raw!("{report}");
             record(&report);
         }
         ReportSink::Json(_) => record(&report),
@@ -205,7 +205,7 @@ pub(crate) fn flush() {
     if let Some(path) = &env().trace {
         trace::flush_thread();
         if let Err(e) = std::fs::write(path, trace::to_json()) {
-            eprintln!(
+            say!(
                 "tls-runtime: cannot write the trace to {}: {e}",
                 path.display()
             );
@@ -214,10 +214,10 @@ pub(crate) fn flush() {
     let all = lock_std(&TOTALS).clone();
     match &env().report {
         ReportSink::None => {}
-        ReportSink::Stderr => eprint!("{}", summary(&all)),
+        ReportSink::Stderr => say_raw!("{}", summary(&all)),
         ReportSink::Json(path) => {
             if let Err(e) = std::fs::write(path, json(&all)) {
-                eprintln!(
+                say!(
                     "tls-runtime: cannot write the loop report to {}: {e}",
                     path.display()
                 );

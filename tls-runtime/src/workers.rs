@@ -314,7 +314,7 @@ fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
             // runtime. Say so, and still leave, so that the loop's owner is not left
             // waiting for this worker.
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.work())).is_err() {
-                eprintln!("tls-runtime: internal error: a worker's loop panicked");
+                say!("tls-runtime: internal error: a worker's loop panicked");
             }
             job.leave();
             idle_since = Instant::now();

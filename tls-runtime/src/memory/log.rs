@@ -304,7 +304,7 @@ fn run_undo(cx: &EpochCx, which: impl Fn(&crate::epoch::Undo) -> bool) {
         let Some(u) = undo else { break };
         let _plain = CurrentGuard::set(None);
         if catch_unwind(AssertUnwindSafe(|| u.run.call())).is_err() {
-            eprintln!("tls-runtime: an undo action panicked; continuing the rollback");
+            say!("tls-runtime: an undo action panicked; continuing the rollback");
         }
     }
 }

@@ -124,7 +124,7 @@ where
                     if let Some(msg) = cx.held_panic.borrow_mut().take() {
                         // The items iterator's panic, held back when it was taken
                         // ahead: the loop got this far, so it is real.
-                        eprintln!("{msg}");
+                        say!("{msg}");
                     }
                     self.end_loop(index, LoopEnding::Panic(p), None);
                     return;
@@ -138,7 +138,7 @@ where
                 Ok(()) => {
                     if panicked && let Some(msg) = cx.held_panic.borrow_mut().take() {
                         // A real panic, held back while the epoch was speculative.
-                        eprintln!("{msg}");
+                        say!("{msg}");
                     }
                     return;
                 }

@@ -129,7 +129,7 @@ fn watchdog() {
             .spawn(watch_forever);
         // Without a watchdog the loops still run right; only the message is lost.
         if let Err(e) = spawned {
-            eprintln!("tls-runtime: no thread for the zombie watchdog ({e})");
+            say!("tls-runtime: no thread for the zombie watchdog ({e})");
         }
     });
 }
@@ -193,7 +193,7 @@ fn look(serial: u32, board: &Board, seen: &mut HashMap<u32, Seen>, now: Instant,
     } else {
         format!("loop `{name}` ({place})")
     };
-    eprintln!(
+    say!(
         "tls-runtime: {loop_name}: epoch {oldest} has been violated (an earlier epoch \
          changed data it had read) for at least {:.1} s and has reached no tracked \
          access, checkpoint or poll since, so it cannot be rolled back and the loop \

@@ -178,7 +178,7 @@ fn warn_if_oversubscribed() {
     };
     let cores = crate::config::cores();
     if threads > OVERSUBSCRIBED * cores && !WARNED.swap(true, SeqCst) {
-        eprintln!(
+        say!(
             "tls-runtime: TLS_THREADS={threads} on {cores} cores: the threads time-share \
              the cores, and each loop's report counts the time they wait for one as busy"
         );
