@@ -21,8 +21,9 @@
 //! (`start.rs`).
 //!
 //! Sleeping protocol (no lost wake-up): a worker about to park increments `sleepers`,
-//! then re-reads `generation` under `sleep_lock` and waits only if no job was published
-//! since it last looked; a publisher bumps `generation`, then reads `sleepers` and, if
+//! then re-reads `generation` under `sleep_lock` and waits only if it still is the
+//! generation the worker read before it last looked at the jobs (no job was published
+//! since); a publisher bumps `generation`, then reads `sleepers` and, if
 //! any, notifies under `sleep_lock`. Both sides use `SeqCst` on these two words, so at
 //! least one of them sees the other's write.
 
@@ -328,7 +329,14 @@ fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
             backoff(&mut spins);
             continue;
         }
-        let seen = p.generation.load(Ordering::SeqCst);
+        // Park only on a generation this worker has looked at. A job published
+        // after the look and before a fresh read of the generation would have
+        // been missed: its wake-up found no sleeper, and the generation read here
+        // already counted it, so the worker would sleep through it (up to the
+        // timeout) while the loop's caller ran alone.
+        let Some(seen) = found_nothing_at.filter(|&g| g == generation) else {
+            continue;
+        };
         p.sleepers.fetch_add(1, Ordering::SeqCst);
         {
             let g = lock_std(&p.sleep_lock);
