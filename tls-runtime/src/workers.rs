@@ -329,14 +329,13 @@ fn worker_main(p: &'static Pool, waiting: &AtomicBool) {
             backoff(&mut spins);
             continue;
         }
-        // Park only on a generation this worker has looked at. A job published
-        // after the look and before a fresh read of the generation would have
-        // been missed: its wake-up found no sleeper, and the generation read here
-        // already counted it, so the worker would sleep through it (up to the
-        // timeout) while the loop's caller ran alone.
-        let Some(seen) = found_nothing_at.filter(|&g| g == generation) else {
-            continue;
-        };
+        // Park on the generation read before this worker's last look (here it
+        // has looked at `generation` and found nothing), not on a fresh read: a
+        // job published after the look would be counted in a fresh read while its
+        // wake-up found no sleeper, and the worker would sleep through it (up to
+        // the timeout) while the loop's caller ran alone.
+        debug_assert_eq!(found_nothing_at, Some(generation));
+        let seen = generation;
         p.sleepers.fetch_add(1, Ordering::SeqCst);
         {
             let g = lock_std(&p.sleep_lock);

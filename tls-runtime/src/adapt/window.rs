@@ -8,7 +8,8 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// Speculation must estimate at least this speedup to go on; below it (a little
+/// Speculation must estimate at least this speedup to go on (by its threads' busy
+/// time, or by the measured in-order cost where the site has one); below it (a little
 /// above 1, since speculative epochs pay for tracking) in-order execution is faster.
 pub(crate) const MIN_GAIN: f64 = 1.1;
 /// Where the site knows what its iterations cost in order, a window must also
@@ -242,20 +243,23 @@ impl Window {
         } else {
             f64::INFINITY
         };
+        // Where the in-order cost is known, a window that committed its iterations
+        // MIN_GAIN times faster than the in-order loop runs them paid, whatever its
+        // threads' busy time says (re-runs of violated epochs find their lines warm:
+        // a loop whose epochs 4k+1 re-ran that way measured a busy-time gain of
+        // 1.0-1.05 in windows 1.15 times faster than in order); one slower than the
+        // in-order loop did not.
+        let slow = match plain_gain {
+            Some(g) => g < MIN_PLAIN_GAIN || (g < MIN_GAIN && gain < MIN_GAIN),
+            None => gain < MIN_GAIN,
+        };
         // A window the caller ran alone (no worker was free, or none woke in time)
         // gained nothing from speculation, whatever it rolled back.
         site.judge(if helpers == 0 {
             Verdict::Alone
         } else if bad * 2 > total {
             Verdict::Lost
-        } else if (gain < MIN_GAIN && !plain_gain.is_some_and(|g| g >= MIN_GAIN))
-            || plain_gain.is_some_and(|g| g < MIN_PLAIN_GAIN)
-        {
-            // A window that committed its iterations MIN_GAIN times faster than the
-            // in-order loop runs them paid, whatever its threads' busy time says:
-            // re-runs of violated epochs find their lines warm, and a loop whose
-            // epochs 4k+1 re-ran that way measured a busy-time gain of 1.0-1.05 in
-            // windows 1.15 times faster than in order.
+        } else if slow {
             Verdict::SlowOnce
         } else if let Some(e) = measure {
             site.note_measure_asked(e);
