@@ -37,10 +37,12 @@ impl SpecMemory {
     /// `len` zero bytes.
     pub fn new(len: usize) -> Self {
         let lines = len.div_ceil(LINE_SIZE);
+        // The header first: see `Header::new`.
+        let header = Header::new();
         SpecMemory {
             lines: (0..lines).map(|_| Slot::new([0; LINE_SIZE])).collect(),
             len,
-            header: Header::new(),
+            header,
         }
     }
 

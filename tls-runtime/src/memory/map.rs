@@ -82,12 +82,14 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> SpecMap<K, V, S> {
     /// otherwise spends part of the loop's first accesses growing its tables).
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         let per_shard = capacity.div_ceil(SHARDS);
+        // The header first: see `Header::new`.
+        let header = Header::new();
         SpecMap {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(HashTable::with_capacity(per_shard))))
                 .collect(),
             hasher,
-            header: Header::new(),
+            header,
         }
     }
 

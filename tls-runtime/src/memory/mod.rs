@@ -218,7 +218,11 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    /// The header of a container created now.
+    /// The header of a container created now. Made before the container's
+    /// contents: the first one made outside a loop starts the workers, and a
+    /// new thread first runs some 0.1 ms after its start on the 2-core
+    /// development machine, time it can spend starting while this thread makes
+    /// the contents (800 elements of a `SpecVec`: 0.05 ms) rather than after.
     #[inline]
     pub(crate) fn new() -> Self {
         let origin = Origin::here();

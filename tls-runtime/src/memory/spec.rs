@@ -36,9 +36,11 @@ pub struct Spec<T> {
 impl<T> Spec<T> {
     /// A cell holding `value`.
     pub fn new(value: T) -> Self {
+        // The header first: see `Header::new`.
+        let header = Header::new();
         Spec {
             slot: core::mem::ManuallyDrop::new(Box::new(Slot::new(value))),
-            header: Header::new(),
+            header,
         }
     }
 

@@ -100,9 +100,11 @@ impl<T> SpecVec<T> {
 
 impl<T> From<Vec<T>> for SpecVec<T> {
     fn from(v: Vec<T>) -> Self {
+        // The header first: see `Header::new`.
+        let header = Header::new();
         SpecVec {
             slots: v.into_iter().map(Slot::new).collect(),
-            header: Header::new(),
+            header,
         }
     }
 }

@@ -21,6 +21,10 @@ pub(super) struct WorkerThread {
     /// its starter and before it parks, cleared when it runs): the workers that a
     /// start or a wake-up may have queued behind a busy thread.
     pub(super) waiting: Arc<AtomicBool>,
+    /// Whether the worker has not yet begun to take its home set as it starts
+    /// (cleared by the worker before it does): a nudge narrows such a worker's set
+    /// and leaves the giving back to it.
+    pub(super) fresh: Arc<AtomicBool>,
 }
 
 /// The CPU set a worker runs with: that of the program's thread that asked for
@@ -141,21 +145,36 @@ pub(super) fn nudge(workers: &[WorkerThread], only_waiting: bool) {
         // `w.thread` is a worker's, valid while the process runs (workers never
         // exit).
         unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if libc::pthread_getaffinity_np(w.thread, size, &mut set) != 0
-                || !libc::CPU_ISSET(cpu, &set)
-            {
-                continue;
-            }
-            // A set that is not the worker's starting one is the program's own
-            // (it pins its threads): leave it be.
-            if w.home.set.is_some_and(|home| !libc::CPU_EQUAL(&home, &set)) {
+            // A worker that has not yet run has its home set to come (it takes it
+            // as it starts), so its set need not be read, nor given back while it
+            // is still fresh after the narrowing: its own call comes after this
+            // one (it clears `fresh` before it). One call instead of four: they
+            // held up a program about to run its first loop 0.03 ms on the 2-core
+            // development machine.
+            let fresh = w.fresh.load(Ordering::SeqCst);
+            let set = match w.home.set {
+                Some(home) if fresh => home,
+                _ => {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    if libc::pthread_getaffinity_np(w.thread, size, &mut set) != 0 {
+                        continue;
+                    }
+                    // A set that is not the worker's starting one is the
+                    // program's own (it pins its threads): leave it be.
+                    if w.home.set.is_some_and(|home| !libc::CPU_EQUAL(&home, &set)) {
+                        continue;
+                    }
+                    set
+                }
+            };
+            if !libc::CPU_ISSET(cpu, &set) {
                 continue;
             }
             let mut elsewhere = set;
             libc::CPU_CLR(cpu, &mut elsewhere);
             if libc::CPU_COUNT(&elsewhere) == 0
                 || libc::pthread_setaffinity_np(w.thread, size, &elsewhere) != 0
+                || (fresh && w.fresh.load(Ordering::SeqCst))
             {
                 continue;
             }

@@ -221,10 +221,14 @@ fn start_one(
 ) -> bool {
     let waiting = Arc::new(AtomicBool::new(true));
     let running = Arc::clone(&waiting);
+    let fresh = Arc::new(AtomicBool::new(true));
+    let starting = Arc::clone(&fresh);
     let starter_cpu = super::affinity::this_cpu();
     let spawned = std::thread::Builder::new()
         .name(format!("tls-worker-{id}"))
         .spawn(move || {
+            // Cleared before the set is taken (`WorkerThread::fresh`).
+            starting.store(false, SeqCst);
             home.apply_to_this_thread(starter_cpu);
             running.store(false, SeqCst);
             if hand_over {
@@ -250,6 +254,7 @@ fn start_one(
         #[cfg(target_os = "linux")]
         thread: std::os::unix::thread::JoinHandleExt::as_pthread_t(&handle),
         waiting,
+        fresh,
     });
     true
 }
