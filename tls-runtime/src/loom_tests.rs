@@ -279,3 +279,79 @@ mod worker_starts {
         });
     }
 }
+
+/// The parking protocol of idle workers (`workers/parking.rs`): a worker looks for
+/// work, and parks on the generation it read before it looked; a waker makes work,
+/// moves the generation, and wakes as many parked workers as it made work for. No
+/// wake-up is lost: every worker gets its work (a worker left parked for ever shows
+/// as a deadlock; loom's parks have no timeout).
+mod worker_parking {
+    use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use crate::workers::Parking;
+    use loom::sync::Arc;
+
+    struct Model {
+        parking: Parking,
+        generation: AtomicU64,
+        /// Work not yet taken.
+        work: AtomicUsize,
+    }
+
+    /// A worker's life until it has taken one piece of work.
+    fn worker(m: &Model) {
+        let woken = Arc::new(AtomicBool::new(false));
+        let waiting = Arc::new(AtomicBool::new(false));
+        loop {
+            let seen = m.generation.load(Ordering::SeqCst);
+            // Takes a piece if there is one left (as a worker enters a job with a
+            // free seat), else parks.
+            let took = m
+                .work
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                });
+            if took.is_ok() {
+                return;
+            }
+            m.parking.park(&m.generation, seen, &woken, &waiting);
+        }
+    }
+
+    /// `preemptions`: the bound on the interleavings explored (loom's default
+    /// explores all of them, hours for three threads with a mutex).
+    fn run(workers: usize, preemptions: Option<usize>) {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = preemptions;
+        model.check(move || {
+            let m = Arc::new(Model {
+                parking: Parking::new(),
+                generation: AtomicU64::new(0),
+                work: AtomicUsize::new(0),
+            });
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let m = Arc::clone(&m);
+                    loom::thread::spawn(move || worker(&m))
+                })
+                .collect();
+            m.work.fetch_add(workers, Ordering::SeqCst);
+            m.generation.fetch_add(1, Ordering::SeqCst);
+            m.parking.wake(workers);
+            for h in handles {
+                h.join().unwrap();
+            }
+            assert_eq!(m.work.load(Ordering::SeqCst), 0);
+            assert_eq!(m.parking.sleepers(), 0, "a worker is still counted parked");
+        });
+    }
+
+    #[test]
+    fn loom_a_parking_worker_is_woken_for_its_work() {
+        run(1, None);
+    }
+
+    #[test]
+    fn loom_two_parking_workers_are_both_woken_for_two_pieces_of_work() {
+        run(2, Some(4));
+    }
+}

@@ -112,7 +112,7 @@ where
         if self.site.ran_in_order(n) {
             // Speculation resumes: a new window, and the workers back.
             self.window.open();
-            workers::wake();
+            workers::wake(self.workers_wanted.saturating_sub(self.inside.inside()));
         }
         ts.epochs += n;
         ts.items += n;

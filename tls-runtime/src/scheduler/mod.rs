@@ -236,6 +236,10 @@ where
     fn inside(&self) -> usize {
         self.inside.inside()
     }
+
+    fn seats(&self) -> usize {
+        self.workers_wanted.saturating_sub(self.inside.inside())
+    }
 }
 
 // SAFETY: `Shared` is used from several threads only through `&self`. The iterator is

@@ -101,8 +101,9 @@ pub(crate) fn note_violation() {
         // Parked workers look again: a violation by plain code (outside any loop)
         // is followed by no commit, and a loop whose caller holds the zombie may
         // have no other thread at work.
+        // One is enough: it starts the watchdog.
         #[cfg(not(loom))]
-        crate::workers::wake();
+        crate::workers::wake(1);
     }
 }
 

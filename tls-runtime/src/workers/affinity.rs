@@ -20,7 +20,7 @@ pub(super) struct WorkerThread {
     /// Whether the worker has not run since it was started or last parked (set by
     /// its starter and before it parks, cleared when it runs): the workers that a
     /// start or a wake-up may have queued behind a busy thread.
-    pub(super) waiting: Arc<AtomicBool>,
+    pub(super) waiting: super::parking::Flag,
     /// Whether the worker has not yet begun to take its home set as it starts
     /// (cleared by the worker before it does): a nudge narrows such a worker's set
     /// and leaves the giving back to it.

@@ -219,8 +219,8 @@ fn start_one(
     hand_over: bool,
     size_by_cores: bool,
 ) -> bool {
-    let waiting = Arc::new(AtomicBool::new(true));
-    let running = Arc::clone(&waiting);
+    let waiting = super::parking::flag(true);
+    let running = waiting.clone();
     let fresh = Arc::new(AtomicBool::new(true));
     let starting = Arc::clone(&fresh);
     let starter_cpu = super::affinity::this_cpu();
