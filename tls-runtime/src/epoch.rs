@@ -199,9 +199,20 @@ pub(crate) struct EpochCx {
     pub(crate) gave_way: Cell<u32>,
     /// The site's synchronized loads (looked at when [`SYNCED`] is set).
     pub(crate) synced: Option<&'static crate::adapt::SyncedLoads>,
-    /// Waits at synchronized loads (`adapt::synced`): the load, how long, and whether
-    /// the wait gave up, for the report.
-    pub(crate) synced_waits: RefCell<Vec<(&'static Location<'static>, Duration, bool)>>,
+    /// Waits until homefree at a load (`adapt::synced`), for the report.
+    pub(crate) synced_waits: RefCell<Vec<HomefreeWait>>,
+}
+
+/// A wait until homefree at a load, as the report counts it.
+#[derive(Clone, Copy)]
+pub(crate) struct HomefreeWait {
+    pub(crate) load: &'static Location<'static>,
+    pub(crate) waited: Duration,
+    /// The wait took too long and the epoch re-runs once homefree.
+    pub(crate) gave_up: bool,
+    /// At a load after an `on_commit` call of the same epoch (else at a
+    /// synchronized load).
+    pub(crate) after_call: bool,
 }
 
 /// [`EpochCx`] flag: the epoch has published what it did and runs as plain code.

@@ -85,9 +85,11 @@ pub struct Dependence {
     pub advice: Option<Advice>,
 }
 
-/// A synchronized load: one that violated most of the epochs that ran it, where
-/// epochs now wait until they are homefree (every earlier epoch committed) and then
-/// read the committed value, keeping the work they did before it.
+/// A load at which epochs waited until homefree (every earlier epoch committed)
+/// and then read the committed value, keeping the work they did before it: a
+/// synchronized load, one that violated most of the epochs that ran it
+/// ([`LoopReport::synchronized`]), or a load that follows an `on_commit` call of
+/// the same epoch ([`LoopReport::waits_after_on_commit`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SyncedLoad {
     /// The load's source line.
@@ -206,6 +208,12 @@ pub struct LoopReport {
     /// synchronizes are learned from its violations and released after a while),
     /// most time waited first.
     pub synchronized: Vec<SyncedLoad>,
+    /// Loads that came after an `on_commit` call in the same epoch, where the epoch
+    /// waited until homefree for the call to run first (the call may write what the
+    /// load reads): no dependence was seen, and there is none to remove; a long
+    /// wait says to read before the call, or to make the call after the read. Most
+    /// time waited first.
+    pub waits_after_on_commit: Vec<SyncedLoad>,
     /// In profile mode: the predicted speedup over the sequential loop for 1, 2, 4,
     /// 8, 16, 32 and 64 cores.
     pub predicted_speedup: Option<Vec<(usize, f64)>>,
@@ -294,6 +302,17 @@ impl fmt::Display for LoopReport {
                 f,
                 "  synchronized load {}: {} epochs waited there until homefree ({:.3?}), \
                  instead of reading early and rolling back{}",
+                s.load,
+                s.waits,
+                s.waited,
+                gave_up(s.gave_up)
+            )?;
+        }
+        for s in &self.waits_after_on_commit {
+            writeln!(
+                f,
+                "  load after an on_commit call {}: {} epochs waited there until homefree \
+                 ({:.3?}) for the call to run first{}",
                 s.load,
                 s.waits,
                 s.waited,

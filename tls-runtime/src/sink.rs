@@ -41,6 +41,8 @@ struct Totals {
     deps: Vec<DepTotals>,
     /// Waits at synchronized loads: load, count, time.
     synced: Vec<SyncedLoad>,
+    /// Waits at loads after an `on_commit` call: load, count, time.
+    call_waits: Vec<SyncedLoad>,
     /// Profile mode: sequential time, and predicted time per core count.
     profiled: Option<(f64, Vec<(usize, f64)>)>,
 }
@@ -122,6 +124,7 @@ fn record(r: &LoopReport) {
                 idle: Duration::ZERO,
                 deps: Vec::new(),
                 synced: Vec::new(),
+                call_waits: Vec::new(),
                 profiled: None,
             });
             all.last_mut().expect("just pushed")
@@ -186,13 +189,18 @@ fn record(r: &LoopReport) {
     }
     t.deps
         .sort_by(|a, b| b.wasted.cmp(&a.wasted).then(b.count.cmp(&a.count)));
-    for s in &r.synchronized {
-        match t.synced.iter_mut().find(|x| x.load == s.load) {
-            Some(x) => x.add(s),
-            None => t.synced.push(*s),
+    for (totals, waits) in [
+        (&mut t.synced, &r.synchronized),
+        (&mut t.call_waits, &r.waits_after_on_commit),
+    ] {
+        for s in waits {
+            match totals.iter_mut().find(|x| x.load == s.load) {
+                Some(x) => x.add(s),
+                None => totals.push(*s),
+            }
         }
+        totals.sort_by_key(|s| std::cmp::Reverse(s.waited));
     }
-    t.synced.sort_by_key(|s| std::cmp::Reverse(s.waited));
 }
 
 /// Makes sure reports and traces are written when the process exits.
@@ -266,15 +274,20 @@ fn summary(all: &[Totals]) -> String {
                 t.stuck_zombies
             );
         }
-        for s in &t.synced {
-            let _ = writeln!(
-                out,
-                "    synchronized load {}: {} epochs waited there until homefree ({:.3?}){}",
-                s.load,
-                s.waits,
-                s.waited,
-                crate::report::gave_up(s.gave_up)
-            );
+        for (what, waits) in [
+            ("synchronized load", &t.synced),
+            ("load after an on_commit call", &t.call_waits),
+        ] {
+            for s in waits {
+                let _ = writeln!(
+                    out,
+                    "    {what} {}: {} epochs waited there until homefree ({:.3?}){}",
+                    s.load,
+                    s.waits,
+                    s.waited,
+                    crate::report::gave_up(s.gave_up)
+                );
+            }
         }
         if let Some(d) = t.deps.first() {
             let predicted = t.mode.violations_are();
@@ -371,19 +384,24 @@ fn json(all: &[Totals]) -> String {
             );
         }
         out.push(']');
-        out.push_str(", \"synchronized\": [");
-        for (j, s) in t.synced.iter().enumerate() {
-            let _ = write!(
-                out,
-                "{}{{\"load\": {}, \"waits\": {}, \"wait_ns\": {}, \"gave_up\": {}}}",
-                if j > 0 { ", " } else { "" },
-                json_str(&s.load.to_string()),
-                s.waits,
-                ns(s.waited),
-                s.gave_up
-            );
+        for (key, waits) in [
+            ("synchronized", &t.synced),
+            ("waits_after_on_commit", &t.call_waits),
+        ] {
+            let _ = write!(out, ", \"{key}\": [");
+            for (j, s) in waits.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "{}{{\"load\": {}, \"waits\": {}, \"wait_ns\": {}, \"gave_up\": {}}}",
+                    if j > 0 { ", " } else { "" },
+                    json_str(&s.load.to_string()),
+                    s.waits,
+                    ns(s.waited),
+                    s.gave_up
+                );
+            }
+            out.push(']');
         }
-        out.push(']');
         if let Some((total, per)) = &t.profiled {
             out.push_str(", \"predicted_speedup\": {");
             for (k, (cores, time)) in per.iter().enumerate() {

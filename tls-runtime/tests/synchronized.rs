@@ -257,3 +257,46 @@ fn a_synchronized_histogram_is_advised_an_accumulation() {
     // nothing is learned: the check above then had nothing to look at.
     eprintln!("{checked} runs with the histogram's load synchronized and few violations");
 }
+
+/// A load after an `on_commit` call of the same epoch waits until homefree for the
+/// call: the report lists those waits apart, not as synchronized loads (which say
+/// that a load violated most epochs: here nothing depends on anything).
+#[test]
+fn a_wait_after_an_on_commit_call_is_not_a_synchronized_load() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let config = Spec::new(3u64);
+    let out = SpecVec::from(vec![0u64; 400]);
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut waited = 0;
+    let load_line = AtomicU32::new(0);
+    for _ in 0..20 {
+        Loop::new().threads(2).chunk(1).run(0..400usize, |i| {
+            let x = spin(3);
+            tls_runtime::on_commit(|| {
+                CALLS.fetch_add(1, Ordering::Relaxed);
+            });
+            // Waits until homefree: the call may write what it reads.
+            let (c, line) = (config.get(), line!());
+            load_line.store(line, Ordering::Relaxed);
+            out.set(i, c * i as u64 + x % 2);
+            Control::<()>::Continue
+        });
+        let report = last_report().expect("a report");
+        assert!(report.synchronized.is_empty(), "{report}");
+        assert_eq!(report.violations, 0, "{report}");
+        if let Some(w) = report.waits_after_on_commit.first() {
+            assert_eq!(w.load.0.line(), load_line.load(Ordering::Relaxed));
+            let text = report.to_string();
+            assert!(text.contains("load after an on_commit call"), "{text}");
+            assert!(!text.contains("synchronized load"), "{text}");
+            waited += w.waits;
+        }
+    }
+    assert_eq!(CALLS.load(Ordering::Relaxed), 20 * 400);
+    // Epochs that were not homefree when they reached the load waited there: on two
+    // threads, nearly every other one.
+    assert!(
+        waited > 0,
+        "no epoch waited after its on_commit call in 20 runs"
+    );
+}

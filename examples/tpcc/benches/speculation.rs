@@ -24,7 +24,8 @@
 //! through their tracked rows (one thread). `REPORTS=DIR` then writes, per `tls` mode,
 //! `DIR/<mode>.json`: New Order's loop reports summed over its committed orders, in
 //! the form `TLS_REPORT` writes, for `tls-chart` (`--baseline DIR/tls:in-order.json`),
-//! with one difference: the time epochs waited at synchronized loads, which the
+//! with one difference: the time epochs waited at synchronized loads (and at loads
+//! after an `on_commit` call), which the
 //! runtime counts in the epoch's own time (busy, or wasted if it later rolled back),
 //! is moved to waiting (`wait_ns`; also on its own, `synchronized_ns`), so that the
 //! chart shows it.
@@ -329,12 +330,10 @@ impl LoopSum {
         self.wait += r.wait.as_nanos();
         self.idle += r.idle.as_nanos();
         self.violations += r.violations;
-        self.synchronized_waits += r.synchronized.iter().map(|s| s.waits).sum::<u64>();
-        self.synchronized += r
-            .synchronized
-            .iter()
-            .map(|s| s.waited.as_nanos())
-            .sum::<u128>();
+        // Waits after an `on_commit` call are waits until homefree too.
+        let waits = || r.synchronized.iter().chain(&r.waits_after_on_commit);
+        self.synchronized_waits += waits().map(|s| s.waits).sum::<u64>();
+        self.synchronized += waits().map(|s| s.waited.as_nanos()).sum::<u128>();
     }
 
     /// The sums as a `TLS_REPORT` JSON file of one loop (the fields `tls-chart`

@@ -291,10 +291,16 @@ pub(crate) fn wait_until_homefree(
     give_up: AwaitHomefreeSignal,
 ) {
     let started = Instant::now();
+    let after_call = matches!(give_up, AwaitHomefreeSignal::DelayedCall(_));
     let note = |gave_up: bool| {
         cx.synced_waits
             .borrow_mut()
-            .push((load, started.elapsed(), gave_up));
+            .push(crate::epoch::HomefreeWait {
+                load,
+                waited: started.elapsed(),
+                gave_up,
+                after_call,
+            });
     };
     let mut spins = 0u32;
     loop {

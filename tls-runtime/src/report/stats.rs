@@ -66,6 +66,8 @@ pub(crate) struct ThreadStats {
     pub(crate) deps: HashMap<(SourceLocation, SourceLocation), DepAcc>,
     /// Waits at synchronized loads: count and time, per load.
     pub(crate) synced: HashMap<SourceLocation, SyncedLoad>,
+    /// Waits at loads after an `on_commit` call of the same epoch, per load.
+    pub(crate) call_waits: HashMap<SourceLocation, SyncedLoad>,
     /// Their time, all loads together: not work, for the adaptive policy's windows.
     pub(crate) synced_wait: Duration,
     /// Threads merged in that ran anything (see [`LoopReport::threads_ran`]).
@@ -81,24 +83,25 @@ impl ThreadStats {
         }
     }
 
-    /// Counts a wait of `waited` at the synchronized load `load`.
-    pub(crate) fn synced_wait(
-        &mut self,
-        load: &'static Location<'static>,
-        waited: Duration,
-        gave_up: bool,
-    ) {
-        let load = SourceLocation(load);
-        self.synced
+    /// Counts a wait until homefree at a load: a synchronized one, or one after an
+    /// `on_commit` call.
+    pub(crate) fn synced_wait(&mut self, w: crate::epoch::HomefreeWait) {
+        let load = SourceLocation(w.load);
+        let waits = if w.after_call {
+            &mut self.call_waits
+        } else {
+            &mut self.synced
+        };
+        waits
             .entry(load)
             .or_insert_with(|| SyncedLoad::new(load))
             .add(&SyncedLoad {
                 load,
                 waits: 1,
-                waited,
-                gave_up: u64::from(gave_up),
+                waited: w.waited,
+                gave_up: u64::from(w.gave_up),
             });
-        self.synced_wait += waited;
+        self.synced_wait += w.waited;
     }
 
     /// Counts a violation of `cause`'s load in `segment`, `in_segment` tracked
@@ -163,11 +166,15 @@ impl ThreadStats {
             self.add_dependence(k, &v);
         }
         self.synced_wait += other.synced_wait;
-        for (load, s) in other.synced {
-            self.synced
-                .entry(load)
-                .or_insert_with(|| SyncedLoad::new(load))
-                .add(&s);
+        for (mine, theirs) in [
+            (&mut self.synced, other.synced),
+            (&mut self.call_waits, other.call_waits),
+        ] {
+            for (load, s) in theirs {
+                mine.entry(load)
+                    .or_insert_with(|| SyncedLoad::new(load))
+                    .add(&s);
+            }
         }
     }
 
@@ -236,12 +243,17 @@ impl ThreadStats {
                 .then_with(|| a.store.to_string().cmp(&b.store.to_string()))
                 .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
         });
-        let mut synchronized: Vec<SyncedLoad> = self.synced.into_values().collect();
-        synchronized.sort_by(|a, b| {
-            b.waited
-                .cmp(&a.waited)
-                .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
-        });
+        let by_time = |waits: HashMap<SourceLocation, SyncedLoad>| {
+            let mut v: Vec<SyncedLoad> = waits.into_values().collect();
+            v.sort_by(|a, b| {
+                b.waited
+                    .cmp(&a.waited)
+                    .then_with(|| a.load.to_string().cmp(&b.load.to_string()))
+            });
+            v
+        };
+        let synchronized = by_time(self.synced);
+        let waits_after_on_commit = by_time(self.call_waits);
         LoopReport {
             name,
             location: SourceLocation(location),
@@ -270,6 +282,7 @@ impl ThreadStats {
             idle: self.idle,
             dependences,
             synchronized,
+            waits_after_on_commit,
             predicted_speedup: None,
         }
     }

@@ -106,8 +106,9 @@ where
                 }
             };
             work.ran += began.elapsed();
-            for (load, waited, gave_up) in cx.synced_waits.take() {
-                ts.synced_wait(load, waited, gave_up);
+            for w in cx.synced_waits.take() {
+                let waited = w.waited;
+                ts.synced_wait(w);
                 // Waiting at a synchronized load is not the epoch's work: counted
                 // as work, a full dependence chain whose every epoch waits would
                 // look as if both threads did useful work, and the adaptive policy
