@@ -26,6 +26,16 @@ use core::cell::Cell;
 use core::panic::Location;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+/// Whether a dependence whose store is `store` is an injected one (both its sides
+/// name this file's line): not the loop's, so the report gives it no advice.
+pub(crate) fn is_injected(store: crate::report::SourceLocation) -> bool {
+    store.0.file() == file!()
+}
+
+/// What a report says of an injected dependence, in place of advice.
+pub(crate) const INJECTED: &str =
+    "injected by inject_violations, not a dependence of the loop's: nothing to fix";
+
 /// Injected violations per million checks (0: none).
 static RATE: AtomicU32 = AtomicU32::new(0);
 

@@ -342,6 +342,8 @@ impl fmt::Display for LoopReport {
             )?;
             if let Some(a) = &d.advice {
                 writeln!(f, "     advice ({}): {a}", a.kind.name())?;
+            } else if crate::inject::is_injected(d.store) {
+                writeln!(f, "     {}", crate::inject::INJECTED)?;
             }
         }
         Ok(())

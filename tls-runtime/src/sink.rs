@@ -308,6 +308,8 @@ fn summary(all: &[Totals]) -> String {
                 let _ = write!(out, "    advice ({}): ", a.kind.name());
                 let _ = a.write_predicted(&mut out, of_what);
                 out.push('\n');
+            } else if crate::inject::is_injected(d.store) {
+                let _ = writeln!(out, "    {}", crate::inject::INJECTED);
             }
         }
     }

@@ -300,3 +300,35 @@ fn a_wait_after_an_on_commit_call_is_not_a_synchronized_load() {
         "no epoch waited after its on_commit call in 20 runs"
     );
 }
+
+/// Injected violations are reported as such, with no advice: their store is the
+/// runtime's own line, and telling the user to escape it would send them to fix a
+/// dependence their loop does not have.
+#[test]
+fn injected_violations_get_no_advice() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let v = SpecVec::from(vec![0u64; 600]);
+    let mut seen = false;
+    for _ in 0..20 {
+        inject_violations(100_000);
+        Loop::new().threads(2).chunk(1).run(0..600usize, |i| {
+            v.set(i, spin(2) % 7 + i as u64);
+            Control::<()>::Continue
+        });
+        inject_violations(0);
+        let report = last_report().expect("a report");
+        for d in &report.dependences {
+            assert!(d.store.0.file().ends_with("inject.rs"), "{report}");
+            assert!(d.advice.is_none(), "{report}");
+            let text = report.to_string();
+            assert!(text.contains("injected by inject_violations"), "{text}");
+            seen = true;
+        }
+        if seen {
+            break;
+        }
+    }
+    assert!(seen, "no injected violation in 20 runs");
+    let want: Vec<u64> = (0..600).map(|i| spin(2) % 7 + i as u64).collect();
+    assert_eq!(v.into_vec(), want);
+}

@@ -232,7 +232,7 @@ impl ThreadStats {
                     wasted: d.wasted,
                     segment: d.segment,
                     load_access,
-                    advice: Some(advice),
+                    advice: (!crate::inject::is_injected(store)).then_some(advice),
                 }
             })
             .collect();
