@@ -70,11 +70,27 @@ pub(crate) struct ThreadStats {
     pub(crate) call_waits: HashMap<SourceLocation, SyncedLoad>,
     /// Their time, all loads together: not work, for the adaptive policy's windows.
     pub(crate) synced_wait: Duration,
-    /// Threads merged in that ran anything (see [`LoopReport::threads_ran`]).
+    /// Threads merged in that ran anything (see [`LoopReport::threads_ran`]): each
+    /// thread once, however often it joined the loop (a worker that leaves a loop
+    /// and joins it again merges its figures twice; counted per merge, a 2-thread
+    /// loop's report said 5 to 16 threads ran).
     pub(crate) threads_ran: usize,
+    /// The thread these figures are of, where known (`None`: counted as a thread of
+    /// its own).
+    pub(crate) thread: Option<std::thread::ThreadId>,
+    /// The known threads counted in `threads_ran`.
+    pub(crate) ran_on: Vec<std::thread::ThreadId>,
 }
 
 impl ThreadStats {
+    /// Empty figures of the calling thread.
+    pub(crate) fn of_this_thread() -> Self {
+        ThreadStats {
+            thread: Some(std::thread::current().id()),
+            ..ThreadStats::default()
+        }
+    }
+
     /// Counts the unwinding a rollback took (none when the epoch had finished).
     pub(crate) fn unwound(&mut self, took: Duration) {
         if !took.is_zero() {
@@ -144,7 +160,23 @@ impl ThreadStats {
     pub(crate) fn merge(&mut self, other: ThreadStats) {
         let ran = other.epochs + other.squashed + other.rollbacks > 0
             || other.busy + other.wasted > Duration::ZERO;
-        self.threads_ran += usize::from(ran) + other.threads_ran;
+        // `other` is one thread's figures, or (having merged some) a sum of them:
+        // its threads of unknown identity count as they are, known ones once.
+        let mut known = other.ran_on;
+        if other.threads_ran > 0 {
+            self.threads_ran += other.threads_ran - known.len();
+        } else if ran {
+            match other.thread {
+                Some(id) => known.push(id),
+                None => self.threads_ran += 1,
+            }
+        }
+        for id in known {
+            if !self.ran_on.contains(&id) {
+                self.ran_on.push(id);
+                self.threads_ran += 1;
+            }
+        }
         self.epochs += other.epochs;
         self.items += other.items;
         self.violations += other.violations;

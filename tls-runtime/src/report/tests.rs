@@ -159,3 +159,28 @@ fn profile_mode_dependences_read_as_predicted() {
     assert!(report(RunMode::Profile).contains(": predicted 1 violations"));
     assert!(!report(RunMode::Parallel).contains("predicted"));
 }
+
+/// A thread that joined a loop twice (a worker that left and came back) counts once
+/// among the threads that ran epochs.
+#[test]
+fn a_thread_that_joined_twice_counts_once() {
+    let me = ThreadStats::of_this_thread;
+    let other = std::thread::spawn(ThreadStats::of_this_thread)
+        .join()
+        .unwrap();
+    let ran = |mut ts: ThreadStats| {
+        ts.epochs = 3;
+        ts
+    };
+    let mut all = ThreadStats::default();
+    all.merge(ran(me()));
+    all.merge(ran(me()));
+    all.merge(me()); // joined a third time, ran nothing
+    let mut part = ThreadStats::default();
+    part.merge(ran(other));
+    part.merge(ran(me()));
+    all.merge(part);
+    let wall = Duration::from_micros(100);
+    let report = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 2, wall);
+    assert_eq!(report.threads_ran, 2);
+}

@@ -268,7 +268,7 @@ where
 {
     fn participate(&self, is_caller: bool) {
         let entered = Instant::now();
-        let mut ts = ThreadStats::default();
+        let mut ts = ThreadStats::of_this_thread();
         let mut votes = Votes::new(self.chunk.is_none(), !is_caller);
         let mut spins = 0u32;
         let mut waiting: Option<(Instant, bool)> = None;

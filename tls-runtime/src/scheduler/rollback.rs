@@ -151,7 +151,7 @@ where
             None => lock(&self.claim).done = true,
         }
         self.ring.squash_after(self.serial, index);
-        let mut ts = ThreadStats::default();
+        let mut ts = ThreadStats::of_this_thread();
         for slot in self.done.iter() {
             let taken = {
                 let mut g = lock(slot);
