@@ -10,8 +10,9 @@
 //! to the start of its current segment and runs again. The result must still be the
 //! sequential one; if it is not, the body has a bug that real conflicts would hit.
 //!
-//! Injected violations appear in reports like real ones, with both sides of the
-//! dependence at this file's line, so they are easy to tell apart.
+//! Injected violations appear in reports with both sides of the dependence at this
+//! file's line, so they are easy to tell apart, and with no advice: the report says
+//! they were injected (there is nothing in the loop to fix).
 //!
 //! The rate applies per check, so an epoch's chance to finish unviolated falls with
 //! the checks it makes: a body of 60 checks (an inner loop the macro polls, say) at
