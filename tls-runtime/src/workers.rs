@@ -25,8 +25,9 @@
 //! re-reads `generation` and parks (joining the list) only if it still is the
 //! generation the worker read before it last looked at the jobs (no job was
 //! published since); a waker bumps `generation`, then reads `sleepers` and, if any,
-//! takes workers off the list under its lock and unparks them. Both sides use
-//! `SeqCst` on these two words, so at least one of them sees the other's write.
+//! takes workers off the list under its lock and unparks them. All four accesses to
+//! these two words are read-modify-writes, so at least one side sees the other's
+//! write (`Parking::park` gives the argument).
 //!
 //! A waker wakes as many parked workers as the job has seats for, not all of
 //! them: on the 2-core development machine, once one 8-thread loop had grown the

@@ -9,7 +9,7 @@ use crate::control::{Control, Step, run_iteration};
 use crate::report::ThreadStats;
 use crate::run::in_order_body;
 use crate::trace::{self, SpanKind};
-use crate::workers;
+use crate::workers::{self, Job};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -112,7 +112,7 @@ where
         if self.site.ran_in_order(n) {
             // Speculation resumes: a new window, and the workers back.
             self.window.open();
-            workers::wake(self.workers_wanted.saturating_sub(self.inside.inside()));
+            workers::wake(Job::seats(self));
         }
         ts.epochs += n;
         ts.items += n;
