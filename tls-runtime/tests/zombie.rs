@@ -170,6 +170,9 @@ fn named_after_plain_code_changed_what_it_read() {
         let out = SpecVec::from(vec![0u64; 3]);
         let (release, stuck) = (AtomicBool::new(false), AtomicBool::new(false));
         let (worker_in, caller_in) = (AtomicBool::new(false), AtomicBool::new(false));
+        // Set once the worker's epoch 1 stops waiting for the caller (by timeout,
+        // on a machine too busy to run both).
+        let worker_out = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let t = std::time::Instant::now();
@@ -183,23 +186,34 @@ fn named_after_plain_code_changed_what_it_read() {
                 }
                 release.store(true, Ordering::Release);
             });
-            // Epoch 0 on the caller waits for the worker to hold epoch 1, which
-            // waits for the caller to be in epoch 2: epoch 2 then runs on the
-            // caller and, once stuck, is the oldest left.
+            // Wanted: epoch 0 on the caller waits for the worker to hold epoch 1,
+            // which waits for the caller to be in epoch 2: epoch 2 then runs on the
+            // caller and, once stuck, is the oldest left. A worker that spins picks
+            // the loop up as soon as it is published and may claim epoch 0 itself
+            // (about one loop in 400 here): that attempt does not place the zombie,
+            // and its epoch 0 must not wait for an epoch 1 that only it could run.
             Loop::new().threads(2).chunk(1).run(0..3usize, |i| {
                 match i {
                     0 => {
-                        spin_until(&worker_in, 2000);
+                        if !on_worker() {
+                            spin_until(&worker_in, 2000);
+                        }
                     }
                     1 => {
                         if on_worker() {
                             worker_in.store(true, Ordering::Release);
                             spin_until(&caller_in, 2000);
+                            worker_out.store(true, Ordering::Release);
                         }
                     }
                     _ => {
                         let seen = ready.get();
-                        if !on_worker() && !stuck.load(Ordering::Acquire) {
+                        // Epoch 1 was on the worker, not yet finished, when `ready`
+                        // was read: the read was speculative, so the plain write
+                        // below violates it.
+                        let speculative = worker_in.load(Ordering::Acquire)
+                            && !worker_out.load(Ordering::Acquire);
+                        if !on_worker() && speculative && !stuck.load(Ordering::Acquire) {
                             caller_in.store(true, Ordering::Release);
                             if !seen {
                                 stuck.store(true, Ordering::Release);
