@@ -109,9 +109,12 @@ pub(super) fn low_stock<S: SharedKv>(
 ) -> Result<u32> {
     let mut low_stock = 0;
     for &item in items {
-        let (mut tx, mut row) = (rows, Vec::with_capacity(512));
-        if tx.get(Table::Stock, &codec::stock_key(input.w_id, item), &mut row)?
-            && codec::get_i32(&row, off::S_QUANTITY, "stock")? < input.threshold
+        let (mut tx, mut b) = (rows, Bufs::for_epoch(Mode::Tls));
+        if tx.get(
+            Table::Stock,
+            &codec::stock_key(input.w_id, item),
+            &mut b.row,
+        )? && codec::get_i32(&b.row, off::S_QUANTITY, "stock")? < input.threshold
         {
             low_stock += 1;
         }
