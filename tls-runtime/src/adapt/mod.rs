@@ -17,6 +17,10 @@
 //! what the same iterations cost in order, so that per-epoch overhead on very short
 //! iterations does not pass for work.
 //!
+//! A window that cannot pay, however its remaining votes fall, is judged before it
+//! fills ([`window::HOPELESS`]), so that a probe on a busy machine costs a few epochs
+//! rather than two windows of them.
+//!
 //! A window is judged on at least [`window::MIN_WINDOW`] of wall time, and only on
 //! epochs committed while it was open; the first worker to join a window the caller
 //! started alone (workers park while a site runs in order) starts it over, so a probe

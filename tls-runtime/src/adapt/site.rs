@@ -82,6 +82,10 @@ pub struct LoopSite {
     /// never measured): the plain loop's cost, which a window of speculation is
     /// judged against (see `Window::vote_at`).
     in_order_ps_per_item: AtomicU64,
+    /// What the last in-order stretch took an iteration, in picoseconds, if that
+    /// was [`STALE`] times the average or more and not yet believed (0: it was
+    /// not; see [`LoopSite::note_in_order`]).
+    far_above_ps: AtomicU64,
     /// Measuring stretches taken (see [`MEASURES`]).
     measures: AtomicU32,
     /// What the iterations whose in-order cost the site knows took an iteration in
@@ -182,6 +186,7 @@ impl LoopSite {
             in_order: CachePadded::new(AtomicBool::new(false)),
             in_order_left: AtomicU64::new(0),
             in_order_ps_per_item: AtomicU64::new(0),
+            far_above_ps: AtomicU64::new(0),
             measures: AtomicU32::new(0),
             cost_epoch_ps: AtomicU64::new(0),
             last_window_epoch_ps: AtomicU64::new(0),
@@ -226,12 +231,30 @@ impl LoopSite {
         }
         let now = (spent.as_nanos() as u64).saturating_mul(1000) / items;
         let old = self.in_order_ps_per_item.load(Relaxed);
+        // A stretch far above the average may have been descheduled for part of
+        // it: with two other processes keeping both CPUs busy, a 32-iteration
+        // stretch of a 20 us-an-iteration loop lost a 4 ms scheduler tick and
+        // read 420 us an iteration; the windows judged against that "paid" at a
+        // tenth of the plain loop's speed. It is believed when the next stretch
+        // says so too (as `StretchCost` believes a dearer block).
+        let far_above = old != 0 && now > old.saturating_mul(STALE);
+        let before = self
+            .far_above_ps
+            .swap(if far_above { now } else { 0 }, Relaxed);
+        if far_above && before == 0 {
+            return;
+        }
         // A stretch far from the average ran other iterations than it was made of
         // (a site whose loop is called on other data): it replaces the average.
         // Averaged in a quarter at a time, a site that measured 60 ns iterations
         // and then ran 2.3 us ones judged three probes in a row against a cost too
         // low, each followed by an in-order stretch twice as long as the last.
-        let next = if old == 0 || far_apart(now, old, STALE) {
+        let next = if far_above {
+            self.far_above_ps.store(0, Relaxed);
+            self.cost_epoch_ps
+                .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
+            now.min(before)
+        } else if old == 0 || far_apart(now, old, STALE) {
             // New iterations: those of the window that sent the loop in order.
             self.cost_epoch_ps
                 .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
@@ -340,6 +363,7 @@ impl LoopSite {
     /// probed at once (see [`super::StretchCost`]).
     pub(crate) fn iterations_got_dearer(&self, per_item_ps: u64) {
         self.in_order_ps_per_item.store(per_item_ps.max(1), Relaxed);
+        self.far_above_ps.store(0, Relaxed);
         // What they take in epochs: the next window tells.
         self.cost_epoch_ps.store(0, Relaxed);
         self.in_order_left.store(0, Relaxed);

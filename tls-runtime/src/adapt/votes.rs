@@ -2,7 +2,7 @@
 //! how many rolled back, and the useful work they took, handed to the loop run's
 //! [`Window`] (and to the site's automatic chunking) a window at a time.
 
-use super::window::Tally;
+use super::window::{HOPELESS, Tally};
 use super::{LoopSite, WINDOW, Window};
 use crate::report::ThreadStats;
 use std::time::{Duration, Instant};
@@ -78,9 +78,23 @@ impl Votes {
         self.rolled_back += u32::from(rolled_back);
         self.items += items as u64;
         self.epoch_time += useful;
-        if self.epochs >= WINDOW {
+        if self.epochs >= WINDOW || (self.epochs.is_power_of_two() && self.far_behind(site)) {
             self.flush(site, window, ts);
         }
+    }
+
+    /// Whether this thread's epochs since its last vote took [`HOPELESS`] times
+    /// what the in-order loop takes for a whole vote's ([`WINDOW`] epochs), where
+    /// the site knows that: its vote may let the window be judged before it is
+    /// full (`Window::hopeless`), rather than [`WINDOW`] slow epochs later.
+    /// Asked after 1, 2 and 4 epochs only (it reads the clock).
+    fn far_behind(&self, site: &LoopSite) -> bool {
+        let Some(per_item) = site.in_order_per_item() else {
+            return false;
+        };
+        let per_epoch = (self.items as f64 / f64::from(self.epochs)).max(site.chunk() as f64);
+        let vote = f64::from(WINDOW) * per_epoch * per_item;
+        self.since.elapsed().as_nanos() as f64 > HOPELESS * vote
     }
 
     pub(crate) fn flush(&mut self, site: &LoopSite, window: &Window, ts: &ThreadStats) {

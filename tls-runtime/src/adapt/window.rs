@@ -46,6 +46,19 @@ pub(crate) const MEASURE_BELOW: Duration = Duration::from_micros(100);
 /// iteration; the clock is read after iterations 1, 2, 4, ...).
 pub(crate) const MEASURE_FOR: Duration = Duration::from_micros(20);
 
+/// A window not yet full is judged at once (as [`Verdict::Lost`]: in order at the
+/// first strike) when it has already taken this many times what the in-order loop
+/// takes for a full window's iterations, counting every epoch its threads may have
+/// committed without voting yet ([`Window::hopeless`]): it cannot pay, however its
+/// votes fall. Waiting for it to fill cost a dependence chain on a busy machine
+/// dearly: with two other processes keeping both CPUs busy, each handoff between
+/// the two threads waited for a scheduler tick (4 ms) while the in-order loop took
+/// 20 us an iteration, and each probe of speculation (two windows of 16 epochs, a
+/// slow window striking twice) took about 65 ms, the loop 9 to 17 times as long as
+/// the plain one. No healthy window comes near it: two threads, or eight on two
+/// CPUs, fill a window in one to two times its in-order time.
+pub(crate) const HOPELESS: f64 = 4.0;
+
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
 /// (see `workers::nudge_off_this_cpu`): a worker that is not queued behind
 /// the caller joins within tens of microseconds.
@@ -158,6 +171,39 @@ impl Window {
         }
     }
 
+    /// Whether a window not yet full, holding `total` epochs of `items` iterations
+    /// that took `useful_ns` of work, cannot pay (see [`HOPELESS`]): a worker is in
+    /// it, the site knows what an iteration costs in order, the window has taken
+    /// `HOPELESS` times what the in-order loop takes for its voted epochs and a
+    /// whole window's more (each thread votes every [`WINDOW`] epochs, so fewer
+    /// than that have committed unvoted), and its threads spent less than a
+    /// `HOPELESS`th of that time working. The last is what tells a window held up
+    /// (waiting on one another, descheduled) from one whose iterations now cost
+    /// far more than those the in-order cost was measured on: that one keeps its
+    /// threads busy, and is judged when full, where `LoopSite::window_epoch_cost`
+    /// sees the change.
+    fn hopeless(
+        &self,
+        site: &LoopSite,
+        total: u32,
+        items: u64,
+        useful_ns: u64,
+        helpers: u32,
+        wall: Duration,
+    ) -> bool {
+        if helpers == 0 || total == 0 || items == 0 || wall < MIN_WINDOW {
+            return false;
+        }
+        let Some(per_item) = site.in_order_per_item() else {
+            return false;
+        };
+        let wall = wall.as_nanos() as f64;
+        let threads = f64::from(self.size / WINDOW);
+        let per_epoch = (items as f64 / f64::from(total)).max(site.chunk() as f64);
+        let best = f64::from(total + self.size) * per_epoch * per_item;
+        best * HOPELESS < wall && useful_ns as f64 * HOPELESS < wall * threads
+    }
+
     /// A participant (`helper`: not the loop's caller) handed over its tally (see
     /// [`Tally`]). Once the window is full, speculation is judged not to pay when
     /// most epochs rolled back, or when the useful work of all threads adds up to
@@ -193,10 +239,15 @@ impl Window {
                 crate::workers::nudge_off_this_cpu();
             }
         }
+        let wall = now.saturating_duration_since(*lock(&self.start));
         if total < self.size {
+            if self.hopeless(site, total, items, useful, helpers, wall) {
+                self.open_at(now);
+                site.speculated(wall.as_nanos() as f64);
+                site.judge(Verdict::Lost);
+            }
             return;
         }
-        let wall = now.saturating_duration_since(*lock(&self.start));
         // A window must be long enough for its timing to mean something; and workers
         // hand their votes over every few epochs and may have to wake first: give
         // them time to show up before judging a window without them.

@@ -205,13 +205,42 @@ fn a_site_whose_iterations_change_cost_measures_them_again() {
     site.note_measured(Duration::from_micros(30), 10);
     assert_eq!(site.in_order_per_item(), Some(3000.0));
     // In-order stretches average their cost in, unless one is far off the
-    // average: it replaces it.
+    // average: it replaces it (one far above, only once the next says so too).
     let site = LoopSite::new();
     site.note_in_order(Duration::from_micros(60), 1000);
     site.note_in_order(Duration::from_micros(80), 1000);
     assert_eq!(site.in_order_per_item(), Some(65.0));
     site.note_in_order(Duration::from_micros(230), 100);
+    assert_eq!(
+        site.in_order_per_item(),
+        Some(65.0),
+        "one stretch far above"
+    );
+    site.note_in_order(Duration::from_micros(250), 100);
     assert_eq!(site.in_order_per_item(), Some(2300.0));
+    site.note_in_order(Duration::from_micros(1), 1000);
+    assert_eq!(site.in_order_per_item(), Some(1.0), "far below: at once");
+}
+
+/// An in-order stretch descheduled for part of it reads far above what the loop's
+/// iterations cost: alone, it does not become the site's in-order cost (windows
+/// judged against a cost twenty times too high "paid" at a tenth of the plain
+/// loop's speed); two in a row do, as iterations that really got dearer show.
+#[test]
+fn one_descheduled_stretch_does_not_become_the_in_order_cost() {
+    let site = LoopSite::new();
+    // 32 iterations of 20 us, then the same with a 4 ms tick lost in them.
+    site.note_in_order(Duration::from_micros(640), 32);
+    assert_eq!(site.in_order_per_item(), Some(20_000.0));
+    site.note_in_order(Duration::from_micros(640 + 4000), 32);
+    assert_eq!(site.in_order_per_item(), Some(20_000.0));
+    // A stretch as expected in between: the far one is forgotten.
+    site.note_in_order(Duration::from_micros(640), 32);
+    site.note_in_order(Duration::from_micros(640 + 4000), 32);
+    assert_eq!(site.in_order_per_item(), Some(20_000.0));
+    // Two in a row: the cheaper of the two stands.
+    site.note_in_order(Duration::from_micros(640 + 8000), 32);
+    assert_eq!(site.in_order_per_item(), Some(145_000.0));
 }
 
 #[test]
@@ -272,4 +301,51 @@ fn a_window_faster_than_the_in_order_loop_pays_whatever_its_busy_time() {
     window(90, Duration::from_micros(1900));
     window(90, Duration::from_micros(1900));
     assert!(site.in_order());
+}
+
+/// A window that has already taken `HOPELESS` times what the in-order loop takes for
+/// a full window's iterations is judged at once, before it fills: a dependence chain
+/// on a busy machine, whose epochs were handed from thread to thread a scheduler
+/// tick (4 ms) apart, spent about 65 ms a probe filling two windows it could not
+/// pay in. One that runs as speculation does, one whose threads are busy, or one
+/// whose in-order cost the site does not know, waits to be full.
+#[test]
+fn a_window_that_cannot_pay_is_judged_before_it_fills() {
+    let one = |useful_us: u64| tally(1, 1, 0, Duration::from_micros(useful_us));
+    // The in-order cost is not known: no early verdict, however slow.
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    clock.advance(Duration::from_millis(40));
+    w.vote_at(&site, one(25), true, clock.0.get());
+    assert!(!site.in_order());
+
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    site.note_in_order(Duration::from_micros(640), 32); // 20 us an iteration
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    // One epoch 100 us in: what a window of 16 takes in order is 320 us.
+    clock.advance(Duration::from_micros(100));
+    w.vote_at(&site, one(25), true, clock.0.get());
+    assert!(!site.in_order(), "judged on its first epoch");
+    // The next a tick later: even if the other 14 had committed unvoted by then,
+    // the window could not have paid.
+    clock.advance(Duration::from_millis(4));
+    w.vote_at(&site, one(25), false, clock.0.get());
+    assert!(site.in_order(), "not judged before it filled");
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+
+    // As slow, but with both threads at work all along: iterations that now cost
+    // far more than those measured in order, maybe paying. Judged when full.
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    site.note_in_order(Duration::from_micros(640), 32);
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    clock.advance(Duration::from_millis(4));
+    w.vote_at(&site, one(4000), true, clock.0.get());
+    w.vote_at(&site, one(4000), false, clock.0.get());
+    assert!(
+        !site.in_order(),
+        "busy threads judged before the window filled"
+    );
 }
