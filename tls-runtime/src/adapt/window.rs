@@ -171,8 +171,9 @@ impl Window {
         }
     }
 
-    /// Whether a window not yet full, holding `total` epochs of `items` iterations
-    /// that took `useful_ns` of work, cannot pay (see [`HOPELESS`]): a worker is in
+    /// Whether a window not yet full at `now`, holding `total` epochs of `items`
+    /// iterations that took `useful_ns` of work, cannot pay (see [`HOPELESS`]); if
+    /// so, its wall time. It cannot when a worker is in
     /// it, the site knows what an iteration costs in order, the window has taken
     /// `HOPELESS` times what the in-order loop takes for its voted epochs and a
     /// whole window's more (each thread votes every [`WINDOW`] epochs, so fewer
@@ -189,19 +190,22 @@ impl Window {
         items: u64,
         useful_ns: u64,
         helpers: u32,
-        wall: Duration,
-    ) -> bool {
-        if helpers == 0 || total == 0 || items == 0 || wall < MIN_WINDOW {
-            return false;
+        now: Instant,
+    ) -> Option<Duration> {
+        if helpers == 0 || total == 0 || items == 0 {
+            return None;
         }
-        let Some(per_item) = site.in_order_per_item() else {
-            return false;
-        };
-        let wall = wall.as_nanos() as f64;
+        // Most votes end here, before the window's start is locked and read.
+        let per_item = site.in_order_per_item()?;
+        let wall = now.saturating_duration_since(*lock(&self.start));
+        if wall < MIN_WINDOW {
+            return None;
+        }
+        let ns = wall.as_nanos() as f64;
         let threads = f64::from(self.size / WINDOW);
         let per_epoch = (items as f64 / f64::from(total)).max(site.chunk() as f64);
         let best = f64::from(total + self.size) * per_epoch * per_item;
-        best * HOPELESS < wall && useful_ns as f64 * HOPELESS < wall * threads
+        (best * HOPELESS < ns && useful_ns as f64 * HOPELESS < ns * threads).then_some(wall)
     }
 
     /// A participant (`helper`: not the loop's caller) handed over its tally (see
@@ -239,15 +243,15 @@ impl Window {
                 crate::workers::nudge_off_this_cpu();
             }
         }
-        let wall = now.saturating_duration_since(*lock(&self.start));
         if total < self.size {
-            if self.hopeless(site, total, items, useful, helpers, wall) {
+            if let Some(wall) = self.hopeless(site, total, items, useful, helpers, now) {
                 self.open_at(now);
                 site.speculated(wall.as_nanos() as f64);
                 site.judge(Verdict::Lost);
             }
             return;
         }
+        let wall = now.saturating_duration_since(*lock(&self.start));
         // A window must be long enough for its timing to mean something; and workers
         // hand their votes over every few epochs and may have to wake first: give
         // them time to show up before judging a window without them.
