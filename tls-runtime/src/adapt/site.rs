@@ -238,27 +238,22 @@ impl LoopSite {
         // tenth of the plain loop's speed. It is believed when the next stretch
         // says so too (as `StretchCost` believes a dearer block).
         let far_above = old != 0 && now > old.saturating_mul(STALE);
-        let before = self
-            .far_above_ps
-            .swap(if far_above { now } else { 0 }, Relaxed);
+        let before = self.far_above_ps.swap(0, Relaxed);
         if far_above && before == 0 {
+            self.far_above_ps.store(now, Relaxed);
             return;
         }
         // A stretch far from the average ran other iterations than it was made of
-        // (a site whose loop is called on other data): it replaces the average.
+        // (a site whose loop is called on other data): it replaces the average
+        // (the cheaper of two far above it: noise only lengthens a stretch).
         // Averaged in a quarter at a time, a site that measured 60 ns iterations
         // and then ran 2.3 us ones judged three probes in a row against a cost too
         // low, each followed by an in-order stretch twice as long as the last.
-        let next = if far_above {
-            self.far_above_ps.store(0, Relaxed);
-            self.cost_epoch_ps
-                .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
-            now.min(before)
-        } else if old == 0 || far_apart(now, old, STALE) {
+        let next = if old == 0 || far_apart(now, old, STALE) {
             // New iterations: those of the window that sent the loop in order.
             self.cost_epoch_ps
                 .store(self.last_window_epoch_ps.load(Relaxed), Relaxed);
-            now
+            if far_above { now.min(before) } else { now }
         } else {
             (old * 3 + now) / 4
         };

@@ -2,7 +2,7 @@
 //! how many rolled back, and the useful work they took, handed to the loop run's
 //! [`Window`] (and to the site's automatic chunking) a window at a time.
 
-use super::window::{HOPELESS, Tally};
+use super::window::{HOPELESS, Tally, in_order_ns};
 use super::{LoopSite, WINDOW, Window};
 use crate::report::ThreadStats;
 use std::time::{Duration, Instant};
@@ -89,12 +89,8 @@ impl Votes {
     /// full (`Window::hopeless`), rather than [`WINDOW`] slow epochs later.
     /// Asked after 1, 2 and 4 epochs only (it reads the clock).
     fn far_behind(&self, site: &LoopSite) -> bool {
-        let Some(per_item) = site.in_order_per_item() else {
-            return false;
-        };
-        let per_epoch = (self.items as f64 / f64::from(self.epochs)).max(site.chunk() as f64);
-        let vote = f64::from(WINDOW) * per_epoch * per_item;
-        self.since.elapsed().as_nanos() as f64 > HOPELESS * vote
+        in_order_ns(site, self.items, self.epochs, WINDOW)
+            .is_some_and(|vote| self.since.elapsed().as_nanos() as f64 > HOPELESS * vote)
     }
 
     pub(crate) fn flush(&mut self, site: &LoopSite, window: &Window, ts: &ThreadStats) {

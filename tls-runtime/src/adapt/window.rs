@@ -59,6 +59,21 @@ pub(crate) const MEASURE_FOR: Duration = Duration::from_micros(20);
 /// CPUs, fill a window in one to two times its in-order time.
 pub(crate) const HOPELESS: f64 = 4.0;
 
+/// What `epochs` epochs would take the in-order loop, in nanoseconds, where the site
+/// knows an iteration's in-order cost: each of as many iterations as the `epochs_seen`
+/// epochs of `items` held on average, or as the site's chunk, if more (used by
+/// [`Window::hopeless`] and a thread's early vote, `Votes::far_behind`).
+pub(super) fn in_order_ns(
+    site: &LoopSite,
+    items: u64,
+    epochs_seen: u32,
+    epochs: u32,
+) -> Option<f64> {
+    let per_item = site.in_order_per_item()?;
+    let per_epoch = (items as f64 / f64::from(epochs_seen.max(1))).max(site.chunk() as f64);
+    Some(f64::from(epochs) * per_epoch * per_item)
+}
+
 /// How long a loop's caller runs alone before it moves the workers off its own CPU
 /// (see `workers::nudge_off_this_cpu`): a worker that is not queued behind
 /// the caller joins within tens of microseconds.
@@ -196,15 +211,13 @@ impl Window {
             return None;
         }
         // Most votes end here, before the window's start is locked and read.
-        let per_item = site.in_order_per_item()?;
+        let best = in_order_ns(site, items, total, total + self.size)?;
         let wall = now.saturating_duration_since(*lock(&self.start));
         if wall < MIN_WINDOW {
             return None;
         }
         let ns = wall.as_nanos() as f64;
         let threads = f64::from(self.size / WINDOW);
-        let per_epoch = (items as f64 / f64::from(total)).max(site.chunk() as f64);
-        let best = f64::from(total + self.size) * per_epoch * per_item;
         (best * HOPELESS < ns && useful_ns as f64 * HOPELESS < ns * threads).then_some(wall)
     }
 
