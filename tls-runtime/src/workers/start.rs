@@ -133,9 +133,9 @@ pub(crate) fn ensure_workers(n: usize) {
 /// made right before a loop of 1.7 ms, its first run took 1.9 ms at the median of
 /// 15 processes). Started here, a worker spins for `TLS_SPIN_US` like one that has
 /// just left a loop, so that a loop that follows at once finds it awake, then parks
-/// like one between loops. With the default thread count the first worker reads the
-/// core count ([`crate::config::cores`], slow) and starts the others, unless a loop
-/// has already asked for its own workers. Nothing starts
+/// like one between loops. With the default thread count and more than two CPUs the
+/// first worker reads the core count ([`crate::config::cores`], slow) and starts the
+/// others, unless a loop has already asked for its own workers. Nothing starts
 /// in `TLS_MODE=sequential` or `profile`, with `TLS_THREADS=1`, or on a thread that
 /// may run on one CPU only, where no loop would use a worker.
 pub(crate) fn prestart() {
@@ -158,9 +158,13 @@ pub(crate) fn prestart() {
             if home.cpus().is_some_and(|n| n < 2) {
                 return;
             }
+            // With two CPUs or fewer the default thread count needs no other
+            // worker, whatever the core count, so the first worker goes to work
+            // without reading it (a loop that needs it reads it).
+            let size_by_cores = home.cpus().is_none_or(|n| n > 2);
             let p = pool();
             if p.starts.ask(1) {
-                start_workers(p, home, true, true);
+                start_workers(p, home, true, size_by_cores);
             }
         }
     }
@@ -173,7 +177,11 @@ pub(crate) fn prestart() {
 /// but the cut). Run on a worker: reading the core count is slow.
 fn warn_if_oversubscribed() {
     static WARNED: AtomicBool = AtomicBool::new(false);
-    let Some(threads) = env().threads else {
+    // At most `OVERSUBSCRIBED` threads are never too many, and the core count is
+    // not read: this runs on the first worker's way to its first loop, and the
+    // read (40-75 us on the development machine) made that worker join a loop
+    // published meanwhile that much later.
+    let Some(threads) = env().threads.filter(|&t| t > OVERSUBSCRIBED) else {
         return;
     };
     let cores = crate::config::cores();
