@@ -1,23 +1,36 @@
 //! What to do about a dependence: the fix that fits it, in the book's words.
 //!
 //! A report ranks the store → load pairs that cost time; this module names, for each,
-//! the change that removes or shrinks it, from what the runtime knows of the pair:
+//! the change that removes or shrinks it, from what the runtime knows of the pair (the
+//! calls' source lines, where the load sits in its epoch, whether one location is read
+//! then written; not whether the body uses the value it reads, so each text says when
+//! its fix does not apply):
 //!
-//! - the store outside the file of the loop body: shared state of code the body
-//!   calls (an allocator, a pool, a cache, a log), also when that code reads and
-//!   writes it in one call. *Escape* the call, with the undo that reverses it, or
-//!   *delay* it to commit.
-//! - the load and the store at one call in the body (an `update` that reads and
-//!   writes), or at two calls when the epochs that store the location loaded it
-//!   first (`x.set(x.get() + 1)`; profile mode sees every access, a parallel run the
-//!   storing epoch's own read when it made it speculatively): every epoch changes
-//!   one location that the next reads, a running total or a counter. If the loop
-//!   uses it only after it ends, an *accumulation* (`total += x`) is applied at
-//!   commit and never violates.
+//! - one call that reads and writes a location in every epoch, in code the loop body
+//!   calls rather than in the body's file: that code's own state (an allocator, a
+//!   pool, a cache, a log). *Escape* the call, with the undo that reverses it, or
+//!   *delay* it to commit. Not for a store in called code that the body reads by
+//!   another call (a helper that publishes a value the next iteration gets): that is
+//!   no state an undo can restore (an outside probe that escaped one, as an earlier
+//!   version of this advice said, got wrong results).
+//! - a location the body's own code reads and writes at one call (an `update`): a
+//!   running total or a counter. If the loop uses it only after it ends, an
+//!   *accumulation* (`total += x`) is applied at commit and never violates. Read
+//!   early in the epoch (at one call, or at two when the epochs that store it loaded
+//!   it first, `x.set(x.get() + 1)`: profile mode sees every access, a parallel run
+//!   the storing epoch's own read when it made it speculatively) it is more likely an
+//!   id or a counter the iteration goes on with: advised as a true dependence, with
+//!   the accumulation as the way out where the value is not used. Two calls whose
+//!   load a parallel run cannot place (few tracked accesses an epoch) are advised
+//!   the accumulation, with its "if".
 //! - a load late in its epoch (more than half the epoch between the point a violation
 //!   rolls back to, its start or the checkpoint before the load, and the load: in
 //!   profile mode by the epoch's time, in a parallel run by its tracked accesses): a
-//!   *checkpoint* just before it keeps that work when it is violated.
+//!   *checkpoint* just before it, or before the body's call that leads to it when the
+//!   load is in code the body calls, keeps that work when it is violated (two calls
+//!   on one location late in the epoch get it too, with the accumulation named as
+//!   the way out where the loop needs the value only at its end: a value read and
+//!   then overwritten with another looks the same).
 //! - otherwise a *true dependence*: a value an earlier iteration makes and this one
 //!   needs early, or soon after a checkpoint that already keeps the work before it.
 //!   No annotation removes it.
@@ -90,22 +103,6 @@ impl Advice {
     }
 }
 
-/// The advice for a load and a store that every epoch makes on one location, at two
-/// calls (`x.set(x.get() + 1)`): profile mode sees that they hit one location.
-pub(crate) fn read_modify_write(store: SourceLocation, load: SourceLocation) -> Advice {
-    Advice {
-        kind: AdviceKind::Accumulate,
-        text: format!(
-            "every epoch loads one location at {load} and stores it at {store} (a running \
-             total, a counter): if the loop uses its value only after it ends, make it an \
-             accumulation (`total += x` in the `#[tls_loop]` body), applied at commit \
-             without violations; if the body uses the value, it is a true dependence, \
-             which no annotation removes"
-        ),
-        predicted_speedup_2: None,
-    }
-}
-
 /// A load this far through its epoch or later is worth a checkpoint.
 pub(crate) const LATE_LOAD: f64 = 0.5;
 
@@ -125,28 +122,50 @@ pub(crate) struct LoadPlace {
 /// `place`. `rare`: the dependence violated few of the epochs that ran
 /// speculatively (a parallel run's count), so a call that reads and writes is not
 /// one location every epoch updates but iterations that now and then meet on one
-/// (an account, a bucket).
+/// (an account, a bucket). `rewrite`: the load and the store are two calls on one
+/// location that the epochs which store it loaded first (`x.set(x.get() + 1)`), as
+/// far as the run can tell (profile mode sees every access; a parallel run, the
+/// storing epoch's own read when it made it speculatively).
+///
+/// Only what the runtime sees decides: the calls' source lines (whether in the loop
+/// body's file or in code the body calls), where the load sits in its epoch, and
+/// whether one location is read and then written. Where the body uses the value it
+/// reads is not seen, so each text says when its fix does not apply. The advice
+/// never names an escape for data the body reads itself: escaped code writes
+/// speculative containers for real, and an undo for such a write cannot be had
+/// (an outside probe, told to escape a helper that stored a value the next
+/// iteration read, got wrong results).
 pub(crate) fn advise(
     store: SourceLocation,
     load: SourceLocation,
     at: SourceLocation,
     place: LoadPlace,
     rare: bool,
+    rewrite: bool,
 ) -> Advice {
     let segment = place.segment;
-    // Code the loop calls first: an `update` inside a log's or a pool's method is
-    // that code's state, which an accumulation in the body cannot replace.
-    let (kind, text) = if store.file() != at.file() {
+    let in_body = |l: SourceLocation| l.file() == at.file();
+    let late = place.share.filter(|&s| s >= LATE_LOAD);
+    let early = place.share.is_some_and(|s| s < LATE_LOAD);
+    // One location read then written by the epochs, in the body's own code: one call
+    // (`update`) or two (`x.set(x.get() + 1)`).
+    let one_call = store == load;
+    let in_body_rewrite = rewrite && in_body(store) && in_body(load);
+    let (kind, text) = if one_call && !in_body(store) {
+        // One call in code the body calls reads and writes its own state (a log's
+        // append, a pool's take, an allocation), which an accumulation in the body
+        // cannot replace.
         (
             AdviceKind::EscapeOrDefer,
             format!(
-                "the store at {store} is in code the loop calls, not in its body: if that \
-                 is state of its own (an allocator, a pool, a cache, a log), escape the call \
-                 (`#[escape]`, with `#[on_violation]` undoing it) or delay it to commit \
-                 (`#[on_commit]`)"
+                "one call at {store}, in code the loop calls rather than in its body, reads \
+                 and writes the same location in every epoch: if that is state of its own (an \
+                 allocator, a pool, a cache, a log), escape the call (`#[escape]`, with \
+                 `#[on_violation]` undoing it) or delay it to commit (`#[on_commit]`); if \
+                 the loop body reads that location itself, neither applies"
             ),
         )
-    } else if store == load && rare {
+    } else if one_call && rare {
         (
             AdviceKind::TrueDependence,
             format!(
@@ -155,22 +174,45 @@ pub(crate) fn advise(
                  (an account's balance), those iterations depend on each other, re-running \
                  the later one is what it costs, and it is cheap while it stays rare; where \
                  the loop only adds to it and uses it after it ends (a histogram's counts), \
-                 an accumulation on a variable outside the loop (`counts[b] += 1` in the \
-                 `#[tls_loop]` body) removes it"
+                 {ACCUMULATION} removes it"
             ),
         )
-    } else if store == load {
+    } else if (one_call || in_body_rewrite) && early {
+        // Read early and written: an id or a counter the iteration goes on with, more
+        // often than a total (whose addend is computed first).
+        let how = if one_call {
+            format!("at {load}")
+        } else {
+            format!("at {load} and {store}")
+        };
+        (
+            AdviceKind::TrueDependence,
+            format!(
+                "every epoch reads and writes one location {how}, early in its epoch (a \
+                 counter, an id): if the iteration uses the value it reads, each depends on \
+                 the one before and no annotation removes it; if the loop only adds to it \
+                 and uses it after it ends, {ACCUMULATION} removes it"
+            ),
+        )
+    } else if one_call || (in_body_rewrite && place.share.is_none()) {
+        // Two calls whose load a parallel run cannot place: a late one gets a
+        // checkpoint below, which holds whatever the body does with the value; here
+        // no place for one is known.
+        let how = if one_call {
+            format!("read and write the same location at {load}")
+        } else {
+            format!("load one location at {load} and then store it at {store}")
+        };
         (
             AdviceKind::Accumulate,
             format!(
-                "epochs read and write the same location at {load} (a running total, a \
-                 counter, a histogram's bucket): if the loop uses its value only after it \
-                 ends, make it an accumulation (`total += x`, `counts[b] += 1` on a variable \
-                 outside the loop, in the `#[tls_loop]` body), applied at commit without \
-                 violations"
+                "epochs {how} (a running total, a counter, a histogram's bucket): if the \
+                 loop uses its value only after it ends, make it {ACCUMULATION}, applied at \
+                 commit without violations; if the body uses the value it reads, it is a \
+                 true dependence, which no annotation removes"
             ),
         )
-    } else if let Some(share) = place.share.filter(|&s| s >= LATE_LOAD) {
+    } else if let Some(share) = late {
         let percent = 100.0 * share.min(1.0);
         let place = if segment == 0 {
             format!("comes {percent:.0}% of the way through its epoch")
@@ -180,11 +222,31 @@ pub(crate) fn advise(
                  (segment {segment})"
             )
         };
+        let before = if in_body(load) {
+            "just before it".to_string()
+        } else {
+            // `checkpoint!()` goes in the `#[tls_loop]` body only, and the runtime
+            // knows the load's own line, not the body's call that led to it.
+            "in the loop body, just before the call that leads to it (the load is in \
+             code the body calls),"
+                .to_string()
+        };
+        // Two calls on one location (`x.set(x.get() + 1)`) may also be a total the
+        // loop needs only at its end; the checkpoint holds either way.
+        let or_else = if in_body_rewrite {
+            format!(
+                "; epochs load that location and then store it at {store}: if the loop uses \
+                 its value only after it ends, {ACCUMULATION} removes the dependence \
+                 altogether"
+            )
+        } else {
+            String::new()
+        };
         (
             AdviceKind::Checkpoint,
             format!(
-                "the load at {load} {place}: a `checkpoint!()` just before it keeps the \
-                 work before it when the store at {store} violates it"
+                "the load at {load} {place}: a `checkpoint!()` {before} keeps the work \
+                 before it when the store at {store} violates it{or_else}"
             ),
         )
     } else if place.share.is_some() && segment > 0 {
@@ -198,8 +260,8 @@ pub(crate) fn advise(
                  {segment}): a violation by the store at {store} throws away little work, \
                  and what it costs is the wait for the earlier iteration's value; if the \
                  loop only adds to it or counts with it and uses it after it ends, make it \
-                 an accumulation (`x += ...`); if each iteration needs the one before's \
-                 value, no annotation removes it"
+                 {ACCUMULATION}; if each iteration needs the one before's value, no \
+                 annotation removes it"
             ),
         )
     } else if place.share.is_some() {
@@ -208,9 +270,9 @@ pub(crate) fn advise(
             format!(
                 "a value an earlier iteration stores at {store} and this one loads early, at \
                  {load}: if the loop only adds to it or counts with it and uses it after it \
-                 ends, make it an accumulation (`x += ...`); if each iteration needs the one \
-                 before's value, no annotation removes it (reading it later, with a \
-                 `checkpoint!()` just before, keeps the work before the read)"
+                 ends, make it {ACCUMULATION}; if each iteration needs the one before's \
+                 value, no annotation removes it (reading it later, with a `checkpoint!()` \
+                 just before, keeps the work before the read)"
             ),
         )
     } else {
@@ -234,8 +296,8 @@ pub(crate) fn advise(
                 "a value an earlier iteration stores at {store} and this one loads at {load} \
                  ({how_far} is not known here: too few tracked accesses an epoch to tell; \
                  `TLS_MODE=profile` times it): if the loop only adds to it or counts with it \
-                 and uses it after it ends, make it an accumulation (`x += ...`); if much of \
-                 the iteration's work comes {before}, a `checkpoint!()` just before it keeps \
+                 and uses it after it ends, make it {ACCUMULATION}; if much of the \
+                 iteration's work comes {before}, a `checkpoint!()` just before it keeps \
                  that work; if each iteration needs the one before's value from its start, \
                  no annotation removes it"
             ),
@@ -247,6 +309,13 @@ pub(crate) fn advise(
         predicted_speedup_2: None,
     }
 }
+
+/// How the advice words an accumulation: the forms `#[tls_loop]` accepts (a whole
+/// variable declared outside the loop; a bucket `counts[b] += 1` is refused, as an
+/// outside probe found, so a histogram pushes its bucket or records its change).
+const ACCUMULATION: &str = "an accumulation into a variable declared outside the loop, in \
+     the `#[tls_loop]` body (`total += x`; for one of many buckets, `hits.push(b)` and \
+     count after the loop, or `acc.record(move |c| c[b] += 1)` with an `Accumulator`)";
 
 #[cfg(test)]
 mod tests {
@@ -268,15 +337,24 @@ mod tests {
         let at_ = here();
         let update = here();
         let (load, store) = (here(), here());
-        let kind = |store, load, place, rare| advise(store, load, at_, place, rare).kind;
+        let kind = |store, load, place, rare| advise(store, load, at_, place, rare, false).kind;
         // One call that reads and writes: a running total; unless few epochs met
-        // there (iterations that update the same account now and then).
+        // there (iterations that update the same account now and then), or it comes
+        // early in the epoch (an id the iteration goes on with).
         assert_eq!(
             kind(update, update, at(Some(0.9)), false),
             AdviceKind::Accumulate
         );
         assert_eq!(
+            kind(update, update, at(None), false),
+            AdviceKind::Accumulate
+        );
+        assert_eq!(
             kind(update, update, at(Some(0.9)), true),
+            AdviceKind::TrueDependence
+        );
+        assert_eq!(
+            kind(update, update, at(Some(0.05)), false),
             AdviceKind::TrueDependence
         );
         // A late load in the loop's own file: a checkpoint before it.
@@ -293,28 +371,75 @@ mod tests {
             kind(store, load, at(None), false),
             AdviceKind::TrueDependence
         );
-        // A store in another file: code the loop calls, also when one call there
-        // reads and writes (a log's append, a pool's take).
+        // One call in another file that reads and writes: code the loop calls (a log's
+        // append, a pool's take).
         let elsewhere = crate::report::tests_location();
-        assert_eq!(
-            kind(elsewhere, load, at(Some(0.9)), false),
-            AdviceKind::EscapeOrDefer
-        );
         assert_eq!(
             kind(elsewhere, elsewhere, at(Some(0.9)), false),
             AdviceKind::EscapeOrDefer
         );
+        // A store in called code that the body's late load reads (a helper that
+        // publishes a value): a checkpoint, never an escape, which would write the
+        // container for real with no undo to be had.
+        assert_eq!(
+            kind(elsewhere, load, at(Some(0.9)), false),
+            AdviceKind::Checkpoint
+        );
         // Not placed: not called early.
-        let text = advise(store, load, at_, at(None), false).text;
+        let text = advise(store, load, at_, at(None), false, false).text;
         assert!(
             !text.contains("early") && text.contains("not known"),
             "{text}"
         );
-        let text = advise(store, load, at_, at(Some(0.8)), false).text;
+        let text = advise(store, load, at_, at(Some(0.8)), false, false).text;
         assert!(
             text.contains(&load.to_string()) && text.contains("80%"),
             "{text}"
         );
+    }
+
+    /// `x.set(x.get() + 1)`: two calls on one location: a checkpoint when the load
+    /// comes late (with the accumulation named: a value read and then overwritten
+    /// with another looks the same), a counter the iteration uses when early, an
+    /// accumulation (with its "if") when where it comes is not known. In code the
+    /// body calls (a helper's getter and setter), never an accumulation: the late
+    /// load gets a checkpoint at the body's call.
+    #[test]
+    fn a_read_modify_write_in_two_calls_depends_on_where_the_load_is() {
+        let at_ = here();
+        let (load, store) = (here(), here());
+        let two_calls = |store, load, place| advise(store, load, at_, place, false, true);
+        let late = two_calls(store, load, at(Some(0.9)));
+        assert_eq!(late.kind, AdviceKind::Checkpoint);
+        assert!(late.text.contains("accumulation"), "{}", late.text);
+        assert_eq!(
+            two_calls(store, load, at(Some(0.0))).kind,
+            AdviceKind::TrueDependence
+        );
+        assert_eq!(
+            two_calls(store, load, at(None)).kind,
+            AdviceKind::Accumulate
+        );
+        let (get, set) = (
+            crate::report::tests_location(),
+            crate::report::tests_location_2(),
+        );
+        let a = two_calls(set, get, at(Some(0.99)));
+        assert_eq!(a.kind, AdviceKind::Checkpoint);
+        assert!(
+            a.text.contains("just before the call that leads to it"),
+            "{}",
+            a.text
+        );
+        // Every accumulation advised is one `#[tls_loop]` accepts: no `counts[b] += 1`.
+        let texts = [
+            two_calls(store, load, at(Some(0.9))).text,
+            advise(load, load, at_, at(Some(0.9)), true, false).text,
+        ];
+        for t in texts {
+            assert!(!t.contains("counts[b] +="), "{t}");
+            assert!(t.contains("hits.push(b)"), "{t}");
+        }
     }
 
     #[test]
@@ -323,7 +448,7 @@ mod tests {
         let (load, store) = (here(), here());
         let after = |share| LoadPlace { segment: 1, share };
         // Right after the checkpoint: the checkpoint is there already.
-        let a = advise(store, load, at_, after(Some(0.0)), false);
+        let a = advise(store, load, at_, after(Some(0.0)), false, false);
         assert_eq!(a.kind, AdviceKind::TrueDependence);
         assert!(
             a.text.contains("already") && a.text.contains("segment 1"),
@@ -331,7 +456,7 @@ mod tests {
             a.text
         );
         // Far after it: one just before the load keeps the work between the two.
-        let a = advise(store, load, at_, after(Some(0.7)), false);
+        let a = advise(store, load, at_, after(Some(0.7)), false, false);
         assert_eq!(a.kind, AdviceKind::Checkpoint);
         assert!(
             a.text.contains("after the `checkpoint!()` before it"),
@@ -339,7 +464,7 @@ mod tests {
             a.text
         );
         // Not placed: says where it is not known from.
-        let a = advise(store, load, at_, after(None), false);
+        let a = advise(store, load, at_, after(None), false, false);
         assert_eq!(a.kind, AdviceKind::TrueDependence);
         assert!(
             a.text

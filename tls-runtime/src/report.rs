@@ -376,6 +376,13 @@ pub(crate) fn tests_location() -> SourceLocation {
     SourceLocation(Location::caller())
 }
 
+/// Another location in this file (a getter's and a setter's, with
+/// [`tests_location`]).
+#[cfg(test)]
+pub(crate) fn tests_location_2() -> SourceLocation {
+    SourceLocation(Location::caller())
+}
+
 /// `n` and `word`, plural unless `n` is 1 ("1 thread", "2 threads").
 fn counted(n: u64, word: &str) -> String {
     if n == 1 {

@@ -4,6 +4,9 @@
 use std::process::Command;
 use tls_runtime::{Control, Loop, Spec, SpecVec, Step};
 
+#[path = "helpers/published.rs"]
+mod published;
+
 fn spin(us: u64) -> u64 {
     let t = std::time::Instant::now();
     let mut x = 1u64;
@@ -101,6 +104,29 @@ fn loops() {
     Loop::new().name("running total").run(0..200usize, |i| {
         let x = spin(20) ^ i as u64;
         total.update(|t| *t = t.wrapping_add(x));
+        Control::<()>::Continue
+    });
+    // Shapes an outside probe found misadvised: a late load of what the iteration
+    // before published, both through helpers in another file (it was advised an
+    // escape, which, applied, gave wrong results); a counter bumped first thing
+    // whose value the iteration goes on with (it was advised an accumulation).
+    let shared = Spec::new(0u64);
+    Loop::new()
+        .name("late load through helpers")
+        .run(0..200usize, |i| {
+            let x = spin(20);
+            let before = published::latest(&shared);
+            out.set(i, before ^ x);
+            published::publish(&shared, x ^ i as u64);
+            Control::<()>::Continue
+        });
+    let next = Spec::new(0u64);
+    Loop::new().name("counter first").run(0..200usize, |i| {
+        let id = next.update(|c| {
+            *c += 1 + i as u64 % 2;
+            *c
+        });
+        out.set(i, spin(20) ^ id);
         Control::<()>::Continue
     });
     let r = tls_runtime::last_report().unwrap();
@@ -208,9 +234,16 @@ fn predictions_follow_loop_structure() {
     };
     let kind = |name: &str| advice(name)["kind"].as_str().unwrap_or("none").to_string();
     let after = |name: &str| advice(name)["predicted_speedup_2"].as_f64().unwrap();
-    // The chain loads and stores one location in every epoch, at two calls: it may
-    // be a running value the loop needs only at its end (the advice says "if").
-    assert_eq!(kind("chain"), "accumulate", "{}", advice("chain"));
+    // The chain loads one location at its epoch's start and stores it at its end: a
+    // value the iteration goes on with (a counter, an id), as far as the runtime can
+    // see, so a true dependence; the text names the accumulation for a loop that
+    // needs the value only at its end.
+    assert_eq!(kind("chain"), "true dependence", "{}", advice("chain"));
+    let text = advice("chain")["text"].as_str().unwrap().to_string();
+    assert!(
+        text.contains("early in its epoch") && text.contains("accumulation"),
+        "{text}"
+    );
     assert_eq!(
         kind("neighbours"),
         "true dependence",
@@ -245,6 +278,26 @@ fn predictions_follow_loop_structure() {
         "checkpoint",
         "{}",
         advice("late load, early checkpoint")
+    );
+    assert_eq!(
+        kind("late load through helpers"),
+        "checkpoint",
+        "{}",
+        advice("late load through helpers")
+    );
+    let text = advice("late load through helpers")["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("in the loop body, just before the call that leads to it"),
+        "{text}"
+    );
+    assert_eq!(
+        kind("counter first"),
+        "true dependence",
+        "{}",
+        advice("counter first")
     );
     // A total updated last by every epoch: whether the model's lockstep threads
     // collide on it depends on the recorded lengths (real threads collide about half

@@ -16,7 +16,7 @@ use super::calibration::costs;
 use super::model::{IN_ORDER_RATIO, Site};
 use super::predict::predict_chunked;
 use super::recorder::{AccessKind, EpochProfile, Event};
-use crate::advice::{AdviceKind, LoadPlace, advise, read_modify_write};
+use crate::advice::{AdviceKind, LoadPlace, advise};
 use crate::report::{Dependence, SourceLocation};
 use std::time::Duration;
 
@@ -55,12 +55,11 @@ pub(crate) fn predicted_dependences(
                         segment: d.segment,
                         share: Some(share),
                     },
-                    // The replay's counts, not the run's: `rewrites` decides below.
+                    // The replay's counts, not the run's: `rewrites` tells one location
+                    // every epoch updates from iterations that meet now and then.
                     false,
+                    store != load && rewrites(items, store, load),
                 );
-                if a.kind == AdviceKind::TrueDependence && rewrites(items, store, load) {
-                    a = read_modify_write(SourceLocation(store), SourceLocation(load));
-                }
                 let fixed = apply(items, a.kind, store, load);
                 let t = predict_chunked(&fixed, 2, &costs, chunk).time;
                 let s = if t > 0.0 { sequential / t } else { 1.0 };

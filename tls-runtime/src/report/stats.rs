@@ -3,7 +3,7 @@
 //! where each violated load sat, and the advice for each dependence.
 
 use super::{Dependence, LoopReport, RunMode, SourceLocation, SyncedLoad};
-use crate::advice::{AdviceKind, LoadPlace, advise, read_modify_write};
+use crate::advice::{LoadPlace, advise};
 use crate::epoch::Cause;
 use core::panic::Location;
 use std::collections::HashMap;
@@ -245,18 +245,14 @@ impl ThreadStats {
                 };
                 let waits = synced.get(&load).map_or(0, |s| s.waits);
                 let rare = (d.count + waits) * 5 < speculative;
-                let mut advice = advise(store, load, SourceLocation(location), place, rare);
                 // A load and a store at two calls that nearly every violation whose
                 // storing epoch was speculative (a homefree one's reads leave no
                 // record) saw it make on one location, in that order: `x.set(x.get()
                 // + 1)`, as profile mode names it (`profile/advise.rs`, `rewrites`).
-                if advice.kind == AdviceKind::TrueDependence
-                    && !rare
+                let rewrite = !rare
                     && d.rewrites_known >= REWRITES_SEEN
-                    && d.rewrites * 10 >= d.rewrites_known * 9
-                {
-                    advice = read_modify_write(store, load);
-                }
+                    && d.rewrites * 10 >= d.rewrites_known * 9;
+                let advice = advise(store, load, SourceLocation(location), place, rare, rewrite);
                 Dependence {
                     store,
                     load,

@@ -109,25 +109,37 @@ fn a_load_is_placed_in_its_segment() {
 }
 
 /// A load and a store at two calls that the storing epoch made on one location, in
-/// that order, in (nearly) every violation where that is known: named an
-/// accumulation, as profile mode names it; a value stored without being read first,
-/// or not known to be, a true dependence.
+/// that order, in (nearly) every violation where that is known: early in the epoch, a
+/// counter the iteration goes on with (a true dependence, the accumulation named as
+/// the way out); late, a checkpoint with the accumulation named (an outside probe's
+/// value read and then overwritten with another had been named an accumulation);
+/// where in the epoch it comes not known (few tracked accesses), an accumulation,
+/// whose text says when it is not one.
 #[test]
-fn a_read_modify_write_in_two_calls_is_advised_as_an_accumulation() {
+fn a_read_modify_write_in_two_calls_is_advised_by_where_its_load_is() {
     let (store, load) = (Location::caller(), Location::caller());
-    let report = |rewrite: Option<bool>| {
-        let mut ts = ten_epochs(0);
+    // 20 tracked accesses an epoch; the load `at` of them into it.
+    let report = |rewrite: Option<bool>, accesses: u64, at: u32| {
+        let mut ts = ten_epochs(accesses);
         for _ in 0..9 {
-            ts.violation(&cause(store, load, rewrite), 0, 0, Duration::from_micros(1));
+            ts.violation(
+                &cause(store, load, rewrite),
+                0,
+                at,
+                Duration::from_micros(1),
+            );
             // Homefree writers: not known.
-            ts.violation(&cause(store, load, None), 0, 0, Duration::from_micros(1));
+            ts.violation(&cause(store, load, None), 0, at, Duration::from_micros(1));
         }
         let r = report_of(ts, RunMode::Parallel);
         r.dependences[0].advice.as_ref().unwrap().kind
     };
-    assert_eq!(report(Some(true)), crate::AdviceKind::Accumulate);
-    assert_eq!(report(Some(false)), crate::AdviceKind::TrueDependence);
-    assert_eq!(report(None), crate::AdviceKind::TrueDependence);
+    use crate::AdviceKind::{Checkpoint, TrueDependence};
+    assert_eq!(report(Some(true), 200, 18), Checkpoint);
+    assert_eq!(report(Some(true), 200, 1), TrueDependence);
+    assert_eq!(report(Some(true), 20, 0), crate::AdviceKind::Accumulate);
+    assert_eq!(report(Some(false), 200, 18), Checkpoint);
+    assert_eq!(report(None, 200, 1), TrueDependence);
 }
 
 /// A run with nothing to run says so, rather than shares of its setup.
