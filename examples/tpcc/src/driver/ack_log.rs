@@ -31,20 +31,32 @@ pub fn refuse_ack_log_on_database(ack: &Path, db: &Path) -> Result<()> {
         };
         (std::fs::canonicalize(dir).ok(), name)
     };
-    let same_file = match (std::fs::canonicalize(ack), std::fs::canonicalize(db)) {
-        (Ok(a), Ok(d)) => a == d,
-        _ => false,
-    };
     let ((ack_dir, ack_name), (db_dir, db_name)) = (place(ack), place(db));
     let ack_name = ack_name.to_string_lossy();
     let db_name = db_name.to_string_lossy();
-    let one_of_its_files = ack_dir.is_some()
-        && ack_dir == db_dir
-        && (*ack_name == *db_name
-            || ack_name.starts_with(&format!("{db_name}.wal."))
+    let is_databases = |name: &str| {
+        *name == *db_name
+            || name.starts_with(&format!("{db_name}.wal."))
             || ["-wal", "-shm", "-journal"]
                 .iter()
-                .any(|s| *ack_name == format!("{db_name}{s}")));
+                .any(|s| name == format!("{db_name}{s}"))
+    };
+    let one_of_its_files = ack_dir.is_some() && ack_dir == db_dir && is_databases(&ack_name);
+    // An existing ack file that is one of them under another name (a hard link, which
+    // no comparison of names or canonical paths sees: an outside probe's ack lines
+    // went into the database through one): the same device and inode.
+    let same_file = std::fs::metadata(ack).is_ok_and(|a| {
+        let of_db = db_dir
+            .as_deref()
+            .and_then(|d| std::fs::read_dir(d).ok())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| is_databases(&e.file_name().to_string_lossy()));
+        of_db
+            .filter_map(|e| e.metadata().ok())
+            .any(|d| same_inode(&a, &d))
+    });
     if same_file || one_of_its_files {
         bail!(
             "--ack-log {} is the database {} or one of its files: name a file of its own",
@@ -53,6 +65,19 @@ pub fn refuse_ack_log_on_database(ack: &Path, db: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether two files' metadata are of one file.
+#[cfg(unix)]
+fn same_inode(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Elsewhere: no inode to compare (names and canonical paths only).
+#[cfg(not(unix))]
+fn same_inode(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
 }
 
 impl AckLog {
@@ -120,6 +145,35 @@ pub fn read_ack_log(path: &Path) -> Result<Vec<(u16, u8, u32)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The database itself or one of its files, under any name that reaches it: the
+    /// same name, another spelling, a symbolic link, a hard link; a file of its own
+    /// passes.
+    #[test]
+    fn an_ack_log_on_the_database_is_refused_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        std::fs::write(&db, b"db").unwrap();
+        let wal = dir.path().join("t.db.wal.00000000");
+        std::fs::write(&wal, b"wal").unwrap();
+        let refused = |ack: &Path| refuse_ack_log_on_database(ack, &db).is_err();
+        assert!(refused(&db));
+        assert!(refused(&wal));
+        assert!(refused(&dir.path().join("t.db.wal.00000009")));
+        assert!(refused(&dir.path().join(".").join("t.db")));
+        let sym = dir.path().join("sym");
+        std::os::unix::fs::symlink(&db, &sym).unwrap();
+        assert!(refused(&sym));
+        let hard = dir.path().join("hard");
+        std::fs::hard_link(&db, &hard).unwrap();
+        assert!(refused(&hard), "a hard link to the database");
+        let hard_wal = dir.path().join("hard-wal");
+        std::fs::hard_link(&wal, &hard_wal).unwrap();
+        assert!(refused(&hard_wal), "a hard link to its log");
+        assert!(!refused(&dir.path().join("acks")));
+        std::fs::write(dir.path().join("acks"), b"").unwrap();
+        assert!(!refused(&dir.path().join("acks")));
+    }
 
     #[test]
     fn ack_log_round_trips_and_ignores_a_torn_last_line() {
