@@ -36,7 +36,7 @@ enum Command {
         #[arg(long)]
         db: PathBuf,
         /// Number of warehouses.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, default_value_t = 1, value_parser = at_least_one::<u16>)]
         warehouses: u16,
         /// Engine to create the database for.
         #[arg(long, value_enum, default_value_t = Mode::Sequential)]
@@ -60,7 +60,7 @@ enum Command {
             long,
             required_unless_present = "duration",
             conflicts_with = "duration",
-            value_parser = clap::value_parser!(u64).range(1..)
+            value_parser = at_least_one::<u64>
         )]
         transactions: Option<u64>,
         /// Stop after this many seconds.
@@ -99,10 +99,10 @@ enum Command {
     /// modes of our engine taking turns every 50 transactions.
     Compare {
         /// Number of warehouses.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, default_value_t = 1, value_parser = at_least_one::<u16>)]
         warehouses: u16,
         /// Transactions per mode.
-        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u64>)]
         transactions: u64,
         /// Comma-separated modes.
         #[arg(
@@ -177,6 +177,21 @@ macro_rules! out {
     ($($arg:tt)*) => {
         writeln!(std::io::stdout().lock(), $($arg)*).context("writing to stdout")?
     };
+}
+
+/// A count that must be at least 1, said so when it is not (clap's range check
+/// printed "0 is not in 1..18446744073709551615", which reads as if the largest value
+/// were refused too).
+fn at_least_one<T>(s: &str) -> std::result::Result<T, String>
+where
+    T: std::str::FromStr + PartialEq + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    let n: T = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if n == T::from(0) {
+        return Err("must be at least 1".to_string());
+    }
+    Ok(n)
 }
 
 fn main() -> ExitCode {
