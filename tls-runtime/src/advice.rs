@@ -151,6 +151,12 @@ pub(crate) fn advise(
     // (`update`) or two (`x.set(x.get() + 1)`).
     let one_call = store == load;
     let in_body_rewrite = rewrite && in_body(store) && in_body(load);
+    // The calls that read and write it, as the texts name them.
+    let calls = if one_call {
+        format!("at {load}")
+    } else {
+        format!("at {load} and then at {store}")
+    };
     let (kind, text) = if one_call && !in_body(store) {
         // One call in code the body calls reads and writes its own state (a log's
         // append, a pool's take, an allocation), which an accumulation in the body
@@ -180,15 +186,10 @@ pub(crate) fn advise(
     } else if (one_call || in_body_rewrite) && early {
         // Read early and written: an id or a counter the iteration goes on with, more
         // often than a total (whose addend is computed first).
-        let how = if one_call {
-            format!("at {load}")
-        } else {
-            format!("at {load} and {store}")
-        };
         (
             AdviceKind::TrueDependence,
             format!(
-                "every epoch reads and writes one location {how}, early in its epoch (a \
+                "every epoch reads and writes one location {calls}, early in its epoch (a \
                  counter, an id): if the iteration uses the value it reads, each depends on \
                  the one before and no annotation removes it; if the loop only adds to it \
                  and uses it after it ends, {ACCUMULATION} removes it"
@@ -198,18 +199,13 @@ pub(crate) fn advise(
         // Two calls whose load a parallel run cannot place: a late one gets a
         // checkpoint below, which holds whatever the body does with the value; here
         // no place for one is known.
-        let how = if one_call {
-            format!("read and write the same location at {load}")
-        } else {
-            format!("load one location at {load} and then store it at {store}")
-        };
         (
             AdviceKind::Accumulate,
             format!(
-                "epochs {how} (a running total, a counter, a histogram's bucket): if the \
-                 loop uses its value only after it ends, make it {ACCUMULATION}, applied at \
-                 commit without violations; if the body uses the value it reads, it is a \
-                 true dependence, which no annotation removes"
+                "epochs read and write one location {calls} (a running total, a counter, a \
+                 histogram's bucket): if the loop uses its value only after it ends, make it \
+                 {ACCUMULATION}, applied at commit without violations; if the body uses the \
+                 value it reads, it is a true dependence, which no annotation removes"
             ),
         )
     } else if let Some(share) = late {
