@@ -165,10 +165,18 @@ pub(crate) fn advise(
             AdviceKind::EscapeOrDefer,
             format!(
                 "one call at {store}, in code the loop calls rather than in its body, reads \
-                 and writes the same location in every epoch: if that is state of its own (an \
-                 allocator, a pool, a cache, a log), escape the call (`#[escape]`, with \
-                 `#[on_violation]` undoing it) or delay it to commit (`#[on_commit]`); if \
-                 the loop body reads that location itself, neither applies"
+                 and writes a location of speculative data in every epoch (an allocator's, a \
+                 pool's, an id generator's or a log's bookkeeping). Escaping that call as it \
+                 is gives wrong results: an escaped call writes speculative data at once, out \
+                 of loop order, and nothing rolls it back. Two fixes fit, each where its \
+                 condition holds: keep that state in ordinary data (behind a lock, not in a \
+                 speculative container) and escape the call (`#[escape]`, with \
+                 `#[on_violation]` undoing it), where the loop's result does not depend on \
+                 which value the call hands out (any free slot, any address); or delay it to \
+                 commit (`#[on_commit]`), where the body does not use what it returns (a log \
+                 append) and reads no speculative data after it (such reads wait for the \
+                 call). Where the result depends on the value handed out (ids in loop order), \
+                 it is a true dependence"
             ),
         )
     } else if one_call && rare {
@@ -218,14 +226,21 @@ pub(crate) fn advise(
                  (segment {segment})"
             )
         };
+        // `checkpoint!()` goes at the top level of the `#[tls_loop]` body only, and
+        // the runtime knows the load's own line, not the body's call that led to it
+        // (a load in a function of the body's own file looks like one in the body).
+        let split = "if that call is most of the iteration, split it so that the \
+                     checkpoint can go between its parts";
         let before = if in_body(load) {
-            "just before it".to_string()
+            format!(
+                "just before it, in the loop body (if the load is in a function the body \
+                 calls, before the body's call that leads to it; {split})"
+            )
         } else {
-            // `checkpoint!()` goes in the `#[tls_loop]` body only, and the runtime
-            // knows the load's own line, not the body's call that led to it.
-            "in the loop body, just before the call that leads to it (the load is in \
-             code the body calls),"
-                .to_string()
+            format!(
+                "in the loop body, just before the call that leads to it (the load is in \
+                 code the body calls; {split})"
+            )
         };
         // Two calls on one location (`x.set(x.get() + 1)`) may also be a total the
         // loop needs only at its end; the checkpoint holds either way.
@@ -374,6 +389,20 @@ mod tests {
             kind(elsewhere, elsewhere, at(Some(0.9)), false),
             AdviceKind::EscapeOrDefer
         );
+        // Its text says what escaping the call as it is would do (two outside probes
+        // escaped a pool's take, an id generator and a log append as advised, their
+        // state in speculative containers, and got wrong results) and when each fix
+        // fits.
+        let text = advise(elsewhere, elsewhere, at_, at(Some(0.9)), false, false).text;
+        for needed in [
+            "as it is gives wrong results",
+            "ordinary data",
+            "does not depend on which value",
+            "does not use what it returns",
+            "true dependence",
+        ] {
+            assert!(text.contains(needed), "{needed}: {text}");
+        }
         // A store in called code that the body's late load reads (a helper that
         // publishes a value): a checkpoint, never an escape, which would write the
         // container for real with no undo to be had.
@@ -390,6 +419,13 @@ mod tests {
         let text = advise(store, load, at_, at(Some(0.8)), false, false).text;
         assert!(
             text.contains(&load.to_string()) && text.contains("80%"),
+            "{text}"
+        );
+        // A load on a line of the body's file may be in a function the body calls,
+        // where `checkpoint!()` cannot go (an outside probe's getter method): the text
+        // says where it goes then.
+        assert!(
+            text.contains("before the body's call that leads to it"),
             "{text}"
         );
     }
