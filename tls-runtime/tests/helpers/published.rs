@@ -4,11 +4,11 @@
 use tls_runtime::Spec;
 
 /// The value the last iteration published.
-pub fn latest(shared: &Spec<u64>) -> u64 {
+pub(crate) fn latest(shared: &Spec<u64>) -> u64 {
     shared.get()
 }
 
 /// Publishes a new value for the next iteration.
-pub fn publish(shared: &Spec<u64>, v: u64) {
+pub(crate) fn publish(shared: &Spec<u64>, v: u64) {
     shared.set(v);
 }
