@@ -112,6 +112,14 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
             };
             each(lp, threads, body);
         }
+        "distance 3" => {
+            // Iteration i reads, first thing, what iteration i - 3 stored at its end.
+            let body = |i: usize| {
+                let s = if i >= 3 { out.get(i - 3) } else { 0 };
+                out.set(i, work(iters(), s ^ i as u64));
+            };
+            each(lp, threads, body);
+        }
         "lengths vary" => {
             // No dependence; iterations of 2 to 18 us in a fixed pseudo-random order.
             let body = |i: usize| {
@@ -132,13 +140,14 @@ fn run(which: &str, threads: usize, site: &'static LoopSite) {
     }
 }
 
-const LOOPS: [&str; 8] = [
+const LOOPS: [&str; 9] = [
     "no dependence",
     "full chain",
     "every 8th depends",
     "checkpointed tail",
     "neighbours, 4k+1",
     "neighbours, 4k+2",
+    "distance 3",
     "lengths vary",
     "sum at the end",
 ];

@@ -279,6 +279,13 @@ impl EpochCx {
         self.homefree.get()
     }
 
+    /// Whether every epoch `behind` or more before this one had committed at the last
+    /// refresh of the watermark (`behind` 1: homefree).
+    #[inline]
+    pub(crate) fn committed_behind(&self, behind: u64) -> bool {
+        self.homefree() || self.watermark_cache.get().saturating_add(behind) > self.index
+    }
+
     /// Refreshes the cached watermark and raises a pending violation; notices when the
     /// epoch becomes homefree.
     ///

@@ -106,6 +106,7 @@ pub(crate) fn maybe_violate(cx: &EpochCx) {
             load_ordinal: 0,
             real: false,
             rewrite: None,
+            distance: 0,
         });
     }
 }

@@ -517,7 +517,7 @@ fn a_site_that_synchronizes_a_load_runs_one_iteration_an_epoch() {
     );
     let load = here();
     for i in 0..super::SYNC_AFTER {
-        site.synced.note_violation(load, 1, i);
+        site.synced.note_violation(load, 1, i, 1);
     }
     assert!(site.synced.contains(load));
     site.tune_chunk(WINDOW, u64::from(WINDOW) * 4, 0, per_item * WINDOW * 4);

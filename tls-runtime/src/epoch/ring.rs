@@ -25,6 +25,10 @@ pub(crate) struct Cause {
     /// which the report's advice names as the accumulation it may be. `None`: not
     /// known (a homefree epoch's reads leave no records).
     pub(crate) rewrite: Option<bool>,
+    /// How many epochs before the violated one the storing epoch is, for a store of
+    /// the same loop; 0: not known (another loop, plain code, no store at all). What
+    /// a synchronized load waits for (`adapt/synced.rs`).
+    pub(crate) distance: u64,
 }
 
 /// The shared, padded state of one in-flight epoch.

@@ -152,7 +152,7 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
     if let Some(s) = cx.synced
         && !cx.homefree()
         && !cx.raising.get()
-        && s.must_wait(load)
+        && let Some(behind) = s.must_wait(load)
         // Waiting may unwind (a violation, or giving up): not from a destructor
         // that runs while the iteration's own panic unwinds.
         && !std::thread::panicking()
@@ -160,7 +160,8 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
         // earlier epoch may need to commit: the load stays speculative there.
         && !nesting::nested()
     {
-        crate::adapt::wait_until_homefree(cx, load, epoch::AwaitHomefreeSignal::SyncedLoad(load));
+        let signal = epoch::AwaitHomefreeSignal::SyncedLoad(load);
+        crate::adapt::wait_until_committed(cx, load, signal, behind);
     }
 }
 
@@ -205,7 +206,7 @@ fn await_delayed_calls(cx: &EpochCx, load: &'static Location<'static>) {
             crate::report::SourceLocation(load)
         );
     }
-    crate::adapt::wait_until_homefree(cx, load, epoch::AwaitHomefreeSignal::DelayedCall(load));
+    crate::adapt::wait_until_committed(cx, load, epoch::AwaitHomefreeSignal::DelayedCall(load), 1);
     publish_prefix(cx);
 }
 

@@ -65,6 +65,7 @@ fn cause(
         load_ordinal: 0,
         real: true,
         rewrite,
+        distance: 1,
     }
 }
 

@@ -431,6 +431,7 @@ impl<T> Slot<T> {
                         load_ordinal: 0,
                         real: false,
                         rewrite: None,
+                        distance: 0,
                     },
                 );
                 values.push(v.value);

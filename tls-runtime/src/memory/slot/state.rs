@@ -184,6 +184,7 @@ fn cause(
     store: &'static Location<'static>,
     r: &Reader,
     own_load: Option<Option<&'static Location<'static>>>,
+    distance: u64,
 ) -> Cause {
     Cause {
         store,
@@ -191,6 +192,7 @@ fn cause(
         load_ordinal: r.ordinal,
         real: true,
         rewrite: own_load.map(|own| own == Some(r.load)),
+        distance,
     }
 }
 
@@ -233,7 +235,9 @@ pub(super) fn violate_readers<T>(
             return false;
         }
         if serial_of(r.tag) == serial_of(a.tag) && r.tag > a.tag && stale(r.seen) {
-            a.ring.violate(r.tag, r.segment, cause(store, r, own_load));
+            let distance = index_of(r.tag).saturating_sub(index_of(a.tag));
+            a.ring
+                .violate(r.tag, r.segment, cause(store, r, own_load, distance));
             // The reader rolls back and reads again; its record is no longer needed.
             return false;
         }
@@ -262,7 +266,7 @@ pub(super) fn violate_other_loops<T>(
         if !live_loops::is_running(serial) {
             return false;
         }
-        live_loops::violate(r.tag, r.segment, cause(store, r, None));
+        live_loops::violate(r.tag, r.segment, cause(store, r, None, 0));
         false
     });
 }
