@@ -122,6 +122,7 @@ where
         run_items,
         sized_items,
         site,
+        chunked_through: AtomicU64::new(0),
         window: Window::new(threads),
         watermark: CachePadded::new(AtomicU64::new(0)),
         stop: CachePadded::new(AtomicU64::new(NO_STOP)),
@@ -175,6 +176,10 @@ struct Shared<'a, It: Iterator, S, R, St, Sp> {
     /// which automatic chunking evens its epochs out over (`rules::planned_chunk`).
     sized_items: usize,
     site: &'static LoopSite,
+    /// One past the last epoch claimed with more than one iteration (0: none yet):
+    /// epochs from there on hold one iteration each, so that their distances in
+    /// epochs are distances in iterations (`rollback.rs`).
+    chunked_through: AtomicU64,
     window: Window,
     watermark: CachePadded<AtomicU64>,
     stop: CachePadded<AtomicU64>,

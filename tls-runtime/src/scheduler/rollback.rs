@@ -75,17 +75,22 @@ where
                 .load_ordinal
                 .saturating_sub(work.snaps[target as usize].accesses);
             ts.violation(&c, target, in_segment, lost);
-            // With automatic chunking, a violated epoch of several iterations shows
-            // where the chunk cut the loop, not how far apart the dependent
-            // iterations are (iteration i reading what i - 3 wrote violates every
-            // epoch of four, by the epoch just before it): the chunk halves on such
-            // violations first (`adapt/chunk.rs`), and only violations of
-            // one-iteration epochs teach the site to synchronize the load and how
-            // far back its stores come from. (Counted at any chunk, an outside
-            // probe's loop with a dependence at distance 3 was synchronized at
-            // homefree while chunked and then ran in order, 0.99 times the plain
-            // loop's speed, against 1.6 to 1.9 times with one iteration an epoch.)
-            if c.real && (self.chunk.is_some() || work.items.len() == 1) {
+            // With automatic chunking, a violation among epochs of several
+            // iterations shows where the chunk cut the loop, not how far apart the
+            // dependent iterations are (iteration i reading what i - 3 wrote
+            // violates every epoch of four, by the epoch just before it): the chunk
+            // halves on such violations first (`adapt/chunk.rs`), and only a
+            // violation whose storing epoch and every epoch after it hold one
+            // iteration teaches the site to synchronize the load and how far back
+            // its stores come from. (Counted at any chunk, an outside probe's loop
+            // with a dependence at distance 3 was synchronized at homefree while
+            // chunked and then ran in order, 0.99 times the plain loop's speed,
+            // against 1.6 to 1.9 times with one iteration an epoch; counted for any
+            // violated epoch of one iteration, a store from a chunked epoch still
+            // measured the distance short, and 4 runs in 10 ran in order.)
+            let storer = work.index.saturating_sub(c.distance.max(1));
+            let in_iterations = storer >= self.chunked_through.load(Ordering::Relaxed);
+            if c.real && (self.chunk.is_some() || in_iterations) {
                 self.site
                     .synced
                     .note_violation(c.load, self.serial, work.index, c.distance);
