@@ -12,9 +12,10 @@
 //! before, so until homefree; for iteration i reading what i - 3 wrote, the epoch
 //! three back), then reads as usual, still tracked, so that a store from nearer
 //! violates it as before. The rest of the epoch overlaps with the next ones as
-//! before. With automatic chunking only violations of one-iteration epochs count
-//! (`scheduler/rollback.rs`): in a chunked epoch a dependence between iterations
-//! three apart shows as one on the epoch just before.
+//! before. With automatic chunking only violations whose storing epoch and every
+//! epoch after it hold one iteration count (`scheduler/rollback.rs`): among chunked
+//! epochs a dependence between iterations three apart shows as one on the epoch
+//! just before.
 //!
 //! The rule: a load is synchronized once it has violated [`SYNC_AFTER`] distinct
 //! epochs, at least half of the epochs between the first of them and the last
