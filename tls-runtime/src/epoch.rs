@@ -13,7 +13,7 @@
 //! epoch (`current`, `CurrentGuard`) and the items iterator's mark (`MarkedItems`),
 //! `epoch/signal.rs` the payloads an attempt unwinds to its runner with,
 //! `epoch/spare.rs` the buffers recycled between epochs, `epoch/action.rs` the
-//! closures an epoch keeps for its commit or its rollback.
+//! closures an epoch keeps for its commit or its rollback, `epoch/tag.rs` the tags.
 
 use crate::sync::{AtomicU64, Held, Ordering};
 use core::cell::{Cell, RefCell};
@@ -24,29 +24,13 @@ mod current;
 mod ring;
 mod signal;
 mod spare;
+mod tag;
 pub(crate) use action::Action;
 pub(crate) use current::{CurrentGuard, MarkedItems, current, current_quiet};
 pub(crate) use ring::{Cause, EpochRing, NOT_VIOLATED};
 pub(crate) use signal::{AwaitHomefreeSignal, RollbackSignal};
 pub(crate) use spare::{ACTION_LISTS, HELD_LISTS, SLOT_LISTS, SlotPtr, WRITE_LOGS};
-
-/// An epoch's identity: `serial << 32 | index`.
-pub(crate) type Tag = u64;
-
-/// Builds the tag of epoch `index` of loop `serial`.
-pub(crate) fn make_tag(serial: u32, index: u64) -> Tag {
-    (u64::from(serial) << 32) | (index & 0xffff_ffff)
-}
-
-/// The loop serial of a tag.
-pub(crate) fn serial_of(tag: Tag) -> u32 {
-    (tag >> 32) as u32
-}
-
-/// The epoch index of a tag.
-pub(crate) fn index_of(tag: Tag) -> u64 {
-    tag & 0xffff_ffff
-}
+pub(crate) use tag::{Tag, index_of, make_tag, serial_of};
 
 /// The epoch doing a speculative access, as the slot needs to see it.
 #[derive(Clone, Copy)]
