@@ -22,7 +22,8 @@
 //! ([`SYNC_DENSITY`]). A load that violates a quarter of its epochs (a dependence
 //! between every fourth pair) stays speculative: waiting at it in every epoch would
 //! cost more than the re-runs. A synchronized load is released after
-//! [`SYNC_FOR`] waits, and learned again if it still violates, so a dependence that
+//! [`SYNC_FOR`] epochs reached it (waiting or finding the store they depend on in
+//! already), and learned again if it still violates, so a dependence that
 //! went away costs one such stretch of waiting at most. A wait that lasts longer than
 //! [`MAX_WAIT`] gives up and re-runs the epoch when homefree, so a wait can never hold
 //! up a loop whose earlier epochs need this thread.
@@ -41,7 +42,8 @@ pub(crate) const SYNC_AFTER: u64 = 8;
 /// Violated epochs per epoch run, from the first violation counted to the last, that
 /// a load must reach (one in two).
 pub(crate) const SYNC_DENSITY: u64 = 2;
-/// Waits after which a synchronized load is released (and learned again if needed).
+/// Epochs reaching a synchronized load (each a wait, unless the store it depends on
+/// is in already) after which it is released (and learned again if needed).
 pub(crate) const SYNC_FOR: u32 = 4096;
 /// The longest an epoch waits at a synchronized load before it gives up (and re-runs
 /// when homefree).
@@ -109,7 +111,7 @@ pub(crate) struct SyncedLoads {
     /// of an epoch that began without any pays nothing more; see `EpochCx::new`).
     any: AtomicBool,
     slots: [AtomicPtr<Location<'static>>; SLOTS],
-    /// Waits left before the load in the same slot is released.
+    /// Epochs left to reach the load in the same slot before it is released.
     left: [AtomicU32; SLOTS],
     /// How many epochs back the stores that violated the load in the same slot came
     /// from, at the fewest: an epoch waits there until the epoch that far back has
@@ -177,7 +179,8 @@ impl SyncedLoads {
             return None;
         }
         self.find(load).map(|k| {
-            let distance = self.distance[k].load(Relaxed).max(1);
+            // At least 1: `note_violation` counts an unknown distance as 1.
+            let distance = self.distance[k].load(Relaxed);
             if self.left[k].fetch_sub(1, Relaxed) <= 1 {
                 self.release(k);
             }
