@@ -183,15 +183,19 @@ pub(crate) struct EpochCx {
     pub(crate) gave_way: Cell<u32>,
     /// The site's synchronized loads (looked at when [`SYNCED`] is set).
     pub(crate) synced: Option<&'static crate::adapt::SyncedLoads>,
-    /// Waits until homefree at a load (`adapt::synced`), for the report.
-    pub(crate) synced_waits: RefCell<Vec<HomefreeWait>>,
+    /// Waits at a load until an earlier epoch committed (`adapt::synced`), for the
+    /// report.
+    pub(crate) synced_waits: RefCell<Vec<LoadWait>>,
 }
 
-/// A wait until homefree at a load, as the report counts it.
+/// A wait at a load until an earlier epoch committed, as the report counts it.
 #[derive(Clone, Copy)]
-pub(crate) struct HomefreeWait {
+pub(crate) struct LoadWait {
     pub(crate) load: &'static Location<'static>,
     pub(crate) waited: Duration,
+    /// How many epochs back the epoch waited for was (1: the one before, so until
+    /// homefree).
+    pub(crate) behind: u64,
     /// The wait took too long and the epoch re-runs once homefree.
     pub(crate) gave_up: bool,
     /// At a load after an `on_commit` call of the same epoch (else at a

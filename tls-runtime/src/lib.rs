@@ -66,8 +66,9 @@
 //!   long), so a loop with a true dependence chain runs at about
 //!   the speed of the plain loop; the scheduler then runs the site's in-order
 //!   stretches (`scheduler/in_order.rs`). A load that violates most epochs is
-//!   *synchronized* (`synced.rs`): epochs wait there until homefree instead of
-//!   reading early and rolling back ([`LoopReport::synchronized`]).
+//!   *synchronized* (`synced.rs`): epochs wait there until the epoch its violating
+//!   stores came from has committed (for a chain, the one before: until homefree)
+//!   instead of reading early and rolling back ([`LoopReport::synchronized`]).
 //! - `workers.rs` is the persistent pool: workers spin while loops run and for a short
 //!   while after, then park; a caller no worker has joined after 100 us moves them off
 //!   its CPU, where the kernel may have queued them behind it. `report.rs` collects what each loop did

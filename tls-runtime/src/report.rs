@@ -85,11 +85,12 @@ pub struct Dependence {
     pub advice: Option<Advice>,
 }
 
-/// A load at which epochs waited until homefree (every earlier epoch committed)
-/// and then read the committed value, keeping the work they did before it: a
-/// synchronized load, one that violated most of the epochs that ran it
-/// ([`LoopReport::synchronized`]), or a load that follows an `on_commit` call of
-/// the same epoch ([`LoopReport::waits_after_on_commit`]).
+/// A load at which epochs waited until an earlier epoch had committed and then read,
+/// keeping the work they did before it: a synchronized load, one that violated most
+/// of the epochs that ran it ([`LoopReport::synchronized`]), which waits for the
+/// epoch its violating stores came from ([`SyncedLoad::behind`]), or a load that
+/// follows an `on_commit` call of the same epoch ([`LoopReport::waits_after_on_commit`]),
+/// which waits until homefree (every earlier epoch committed).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SyncedLoad {
     /// The load's source line.
@@ -103,6 +104,11 @@ pub struct SyncedLoad {
     /// homefree): an earlier epoch still had that much work to do, or its thread was
     /// not running (more threads than cores, a busy machine).
     pub gave_up: u64,
+    /// How many epochs back the epoch waited for was, the nearest over the run: 1
+    /// for the one before (until homefree, as for a chain of iterations or a load
+    /// after an `on_commit` call), 3 where iteration i reads what i - 3 stored (the
+    /// two epochs between ran alongside). 0 when no epoch waited.
+    pub behind: u64,
 }
 
 impl SyncedLoad {
@@ -112,6 +118,7 @@ impl SyncedLoad {
             waits: 0,
             waited: Duration::ZERO,
             gave_up: 0,
+            behind: 0,
         }
     }
 
@@ -120,6 +127,19 @@ impl SyncedLoad {
         self.waits += other.waits;
         self.waited += other.waited;
         self.gave_up += other.gave_up;
+        self.behind = match (self.behind, other.behind) {
+            (0, b) | (b, 0) => b,
+            (a, b) => a.min(b),
+        };
+    }
+
+    /// Until when its epochs waited, for a report line.
+    pub(crate) fn until(&self) -> String {
+        if self.behind <= 1 {
+            "until homefree".to_owned()
+        } else {
+            format!("until the epoch {} back had committed", self.behind)
+        }
     }
 }
 
@@ -300,10 +320,11 @@ impl fmt::Display for LoopReport {
         for s in &self.synchronized {
             writeln!(
                 f,
-                "  synchronized load {}: {} epochs waited there until homefree ({:.3?}), \
+                "  synchronized load {}: {} epochs waited there {} ({:.3?}), \
                  instead of reading early and rolling back{}",
                 s.load,
                 s.waits,
+                s.until(),
                 s.waited,
                 gave_up(s.gave_up)
             )?;
@@ -311,10 +332,11 @@ impl fmt::Display for LoopReport {
         for s in &self.waits_after_on_commit {
             writeln!(
                 f,
-                "  load after an on_commit call {}: {} epochs waited there until homefree \
-                 ({:.3?}) for the call to run first{}",
+                "  load after an on_commit call {}: {} epochs waited there {} ({:.3?}) for \
+                 the call to run first{}",
                 s.load,
                 s.waits,
+                s.until(),
                 s.waited,
                 gave_up(s.gave_up)
             )?;

@@ -281,9 +281,10 @@ fn summary(all: &[Totals]) -> String {
             for s in waits {
                 let _ = writeln!(
                     out,
-                    "    {what} {}: {} epochs waited there until homefree ({:.3?}){}",
+                    "    {what} {}: {} epochs waited there {} ({:.3?}){}",
                     s.load,
                     s.waits,
+                    s.until(),
                     s.waited,
                     crate::report::gave_up(s.gave_up)
                 );
@@ -394,12 +395,14 @@ fn json(all: &[Totals]) -> String {
             for (j, s) in waits.iter().enumerate() {
                 let _ = write!(
                     out,
-                    "{}{{\"load\": {}, \"waits\": {}, \"wait_ns\": {}, \"gave_up\": {}}}",
+                    "{}{{\"load\": {}, \"waits\": {}, \"wait_ns\": {}, \"gave_up\": {}, \
+                     \"behind\": {}}}",
                     if j > 0 { ", " } else { "" },
                     json_str(&s.load.to_string()),
                     s.waits,
                     ns(s.waited),
-                    s.gave_up
+                    s.gave_up,
+                    s.behind
                 );
             }
             out.push(']');

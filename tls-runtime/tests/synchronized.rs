@@ -55,7 +55,10 @@ fn a_load_every_epoch_reads_too_early_is_synchronized_and_reported() {
                 "{report}"
             );
             assert!(s.waits > 0);
+            // Each epoch reads what the one before stored: it waits until homefree.
+            assert_eq!(s.behind, 1, "{report}");
             assert!(report.to_string().contains("synchronized load"), "{report}");
+            assert!(report.to_string().contains("until homefree"), "{report}");
             seen = Some(report);
             break;
         }

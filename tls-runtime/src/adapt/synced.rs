@@ -338,14 +338,13 @@ pub(crate) fn wait_until_committed(
     let started = Instant::now();
     let after_call = matches!(give_up, AwaitHomefreeSignal::DelayedCall(_));
     let note = |gave_up: bool| {
-        cx.synced_waits
-            .borrow_mut()
-            .push(crate::epoch::HomefreeWait {
-                load,
-                waited: started.elapsed(),
-                gave_up,
-                after_call,
-            });
+        cx.synced_waits.borrow_mut().push(crate::epoch::LoadWait {
+            load,
+            waited: started.elapsed(),
+            behind,
+            gave_up,
+            after_call,
+        });
     };
     let mut spins = 0u32;
     loop {

@@ -15,12 +15,14 @@
 //!   it, right after that commit; the thread that ran it first went on to later
 //!   epochs. Forwarding is free: a read after the earlier write sees its value.
 //!   Restarts repeat until no earlier write comes after one of the epoch's reads.
-//! - A load that violates at least half of the epochs (summed over the stores that
-//!   hit it, in a first replay) is *synchronized*, as the runtime learns to do
-//!   (`adapt/synced.rs`): the replay that gives the prediction makes an epoch that
-//!   reaches it wait until the epoch before has committed, keeping its work, and no
-//!   read from there on is violated, with one iteration an epoch unless the loop sets
-//!   its chunk (the runtime's chunking does the same while it synchronizes a load).
+//! - A load that violates a dense stretch of epochs (in a first replay) is
+//!   *synchronized*, as the runtime learns to do (`adapt/synced.rs`): the replay that
+//!   gives the prediction makes an epoch that reaches it wait, keeping its work, until
+//!   the epoch its nearest earlier store came from has committed ([`SyncedSite`]'s
+//!   distance: the one before for a chain, three back where iteration i reads what
+//!   i - 3 wrote), with one iteration an epoch unless the loop sets its chunk (the
+//!   runtime's chunking does the same while it synchronizes a load). Reads from there
+//!   on can still be violated by the epochs between, and no longer by any earlier one.
 //!   The dependences reported are the first replay's.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
 //!   without holding a thread); commits are in loop order, one after another, each
@@ -63,6 +65,14 @@ use std::panic::Location;
 
 /// A source line of an access.
 pub(super) type Site = &'static Location<'static>;
+
+/// A load the runtime would synchronize, and how many epochs back the store it waits
+/// for comes from (at least 1: the epoch before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SyncedSite {
+    pub(super) load: Site,
+    pub(super) distance: usize,
+}
 
 /// A dependence the model saw violate epochs: a store in one epoch, a load in a later
 /// one that ran before it.
@@ -149,7 +159,7 @@ pub(super) fn simulate_replay(
     threads: usize,
     costs: &Costs,
     replay: u64,
-    synced: &[Site],
+    synced: &[SyncedSite],
 ) -> Simulated {
     let mut deps: HashMap<(Site, Site), SimDependence> = HashMap::new();
     let mut violated: HashMap<Site, Vec<usize>> = HashMap::new();
@@ -219,15 +229,29 @@ pub(super) fn simulate_replay(
             }
         }
         // A synchronized load (see `synchronized`): the epoch waits there until the
-        // one before has committed; no read from there on can be violated.
-        let sync_at = (j > 0)
-            .then(|| {
-                e.events.iter().find(|ev| {
-                    ev.kind == AccessKind::Read && ev.site.is_some_and(|s| synced.contains(&s))
-                })
-            })
-            .flatten()
-            .map(|ev| ev.at);
+        // epoch its store comes from has committed (`waits_for`); from there on no
+        // read can be violated by that epoch or any before it. An epoch with none
+        // that far back does not wait.
+        let sync = e.events.iter().find_map(|ev| {
+            let site = ev.site.filter(|_| ev.kind == AccessKind::Read)?;
+            let load = synced.iter().find(|l| l.load == site)?;
+            Some((ev.at, j.checked_sub(load.distance.max(1))?))
+        });
+        let sync_at = sync.map(|(at, _)| at);
+        let waits_for = sync.map(|(_, i)| i);
+        // The wait at the synchronized load when the epoch's offset 0 is `t0`:
+        // everything from the load on moves by that much.
+        let stall_from =
+            |t0: f64| sync.map_or(0.0, |(at, i)| (commit[i] - (t0 + at * scale)).max(0.0));
+        // When an event at offset `at` happens, for offset 0 at `t0`.
+        let time_of = |t0: f64, at: f64| {
+            let moved = if sync_at.is_some_and(|s| at >= s) {
+                stall_from(t0)
+            } else {
+                0.0
+            };
+            t0 + at * scale + moved
+        };
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
         let mut counted = false;
@@ -242,6 +266,7 @@ pub(super) fn simulate_replay(
             let mut earliest_seg = usize::MAX;
             let mut seg = 0usize;
             let mut index = 0u64;
+            let stall = stall_from(t0);
             for ev in &e.events {
                 if ev.kind != AccessKind::Checkpoint {
                     index += 1;
@@ -250,10 +275,10 @@ pub(super) fn simulate_replay(
                     AccessKind::Checkpoint => seg += 1,
                     AccessKind::Write => {}
                     AccessKind::Read => {
-                        if sync_at.is_some_and(|s| ev.at >= s) {
-                            break;
-                        }
-                        let read_at = t0 + ev.at * scale;
+                        // Epochs up to this one have committed before a read after
+                        // the synchronized load.
+                        let committed = waits_for.filter(|_| sync_at.is_some_and(|s| ev.at >= s));
+                        let read_at = time_of(t0, ev.at);
                         // A violation found lands by now: no later read (they come in
                         // time order) can be violated earlier than it.
                         if first.as_ref().is_some_and(|f| f.write_at <= read_at) {
@@ -264,6 +289,9 @@ pub(super) fn simulate_replay(
                         };
                         for span in ws.iter().rev() {
                             let i = span.epoch;
+                            if committed.is_some_and(|c| i <= c) {
+                                break;
+                            }
                             // Epochs commit in order, each after its writes: once
                             // one committed before this epoch was claimed, or before
                             // the read (less the race), so did every earlier one.
@@ -290,7 +318,7 @@ pub(super) fn simulate_replay(
                                         store,
                                         load: ev.site,
                                         share: if dur > 0.0 {
-                                            (read_at - t0 - seg_starts[seg]) / dur
+                                            (ev.at * scale - seg_starts[seg]) / dur
                                         } else {
                                             0.0
                                         },
@@ -342,8 +370,8 @@ pub(super) fn simulate_replay(
                 .iter()
                 .enumerate()
                 .filter(|&(i, ev)| checks(&e.events, i, ev))
-                .map(|(_, ev)| t0 + ev.at * scale)
-                .find(|&at| at > w && at < t0 + dur)
+                .map(|(_, ev)| time_of(t0, ev.at))
+                .find(|&at| at > w && at < t0 + dur + stall)
                 .filter(|_| restarts <= MAX_RESTARTS);
             let Some(noticed) = noticed else {
                 // Every earlier write is known by then: the re-run starts from the
@@ -356,7 +384,7 @@ pub(super) fn simulate_replay(
                 }
                 note(dur - seg_start);
                 // The first run's thread is free when its body ends.
-                free[slot] = t0 + dur;
+                free[slot] = t0 + dur + stall;
                 t0 = homefree - seg_start;
                 break;
             };
@@ -372,17 +400,22 @@ pub(super) fn simulate_replay(
             }
             t0 = new_t0;
         }
-        // The wait at the synchronized load, if the epoch reaches it before the one
-        // before has committed: everything after it moves by that much.
-        let stall = sync_at.map_or(0.0, |s| (commit[j - 1] - (t0 + s * scale)).max(0.0));
-        let shifted = |at: f64| {
-            if sync_at.is_some_and(|s| at >= s) {
-                stall
-            } else {
-                0.0
+        let finish = t0 + dur + stall_from(t0);
+        for ev in &e.events {
+            if ev.kind == AccessKind::Write {
+                let at = time_of(t0, ev.at);
+                let spans = writes.entry(ev.loc).or_default();
+                match spans.last_mut() {
+                    Some(span) if span.epoch == j => span.last = at,
+                    _ => spans.push(WriteSpan {
+                        epoch: j,
+                        first: at,
+                        last: at,
+                        site: ev.site,
+                    }),
+                }
             }
-        };
-        let finish = t0 + dur + stall;
+        }
         let slot = match rerun {
             // The re-run is done by the thread that commits the epoch before (it
             // finds this one finished and violated at the watermark), once that
@@ -413,21 +446,6 @@ pub(super) fn simulate_replay(
         free[committer] = free[committer].max(last_commit) + costs.epoch * COMMIT_SHARE;
         committers.push(committer);
         commit.push(last_commit);
-        for ev in &e.events {
-            if ev.kind == AccessKind::Write {
-                let at = t0 + ev.at * scale + shifted(ev.at);
-                let spans = writes.entry(ev.loc).or_default();
-                match spans.last_mut() {
-                    Some(span) if span.epoch == j => span.last = at,
-                    _ => spans.push(WriteSpan {
-                        epoch: j,
-                        first: at,
-                        last: at,
-                        site: ev.site,
-                    }),
-                }
-            }
-        }
     }
     Simulated {
         time: last_commit,
@@ -478,7 +496,7 @@ const RACE_SHARE: f64 = 0.05;
 pub(super) const IN_ORDER_RATIO: f64 = 0.97;
 
 #[cfg(test)]
-use super::predict::{chunked, predict_chunked, simulate_varied, synchronized};
+use super::predict::{chunked, predict_chunked, simulate_varied, synchronized, with_distances};
 
 #[cfg(test)]
 #[path = "model_tests.rs"]

@@ -5,13 +5,16 @@
 
 use super::PREDICTED_CORES;
 use super::calibration::{Costs, costs};
-use super::model::{IN_ORDER_RATIO, SimDependence, Simulated, Site, simulate, simulate_replay};
-use super::recorder::{EpochProfile, Event};
+use super::model::{
+    IN_ORDER_RATIO, SimDependence, Simulated, Site, SyncedSite, simulate, simulate_replay,
+};
+use super::recorder::{AccessKind, EpochProfile, Event};
 use crate::adapt::Stretch;
 use crate::rules::{MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch};
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Replays per prediction (see [`simulate_varied`]).
@@ -110,6 +113,7 @@ pub(super) fn predict_chunked(
             None => chunked(items, 1, None),
             Some(_) => epochs.clone(),
         };
+        let synced = with_distances(&single, &synced);
         let with = simulate_replay(&single, threads, costs, 0, &synced);
         let with = simulate_varied(with, &single, threads, costs, &synced);
         let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
@@ -137,6 +141,44 @@ pub(super) fn synchronized(sim: &Simulated) -> Vec<Site> {
         .collect();
     loads.sort_by_key(|l| (l.file(), l.line(), l.column()));
     loads
+}
+
+/// The `loads` to synchronize, each with the distance at which the runtime would
+/// synchronize it on `epochs`: that of the nearest earlier epoch that stores what it
+/// reads, over the run (the runtime keeps the nearest store it has seen violate the
+/// load; one that is never stored earlier counts as the epoch before, as an unknown
+/// distance does there).
+pub(super) fn with_distances(epochs: &[EpochProfile], loads: &[Site]) -> Vec<SyncedSite> {
+    let mut nearest = vec![usize::MAX; loads.len()];
+    // Per location, the last epoch so far that stored it.
+    let mut stored: HashMap<usize, usize> = HashMap::new();
+    for (j, e) in epochs.iter().enumerate() {
+        for ev in &e.events {
+            match ev.kind {
+                AccessKind::Write => {
+                    stored.insert(ev.loc, j);
+                }
+                AccessKind::Read => {
+                    let Some(k) = ev.site.and_then(|s| loads.iter().position(|&l| l == s)) else {
+                        continue;
+                    };
+                    // A read of what its own epoch stored sees its own version.
+                    if let Some(&i) = stored.get(&ev.loc).filter(|&&i| i < j) {
+                        nearest[k] = nearest[k].min(j - i);
+                    }
+                }
+                AccessKind::Checkpoint => {}
+            }
+        }
+    }
+    loads
+        .iter()
+        .zip(nearest)
+        .map(|(&load, d)| SyncedSite {
+            load,
+            distance: if d == usize::MAX { 1 } else { d },
+        })
+        .collect()
 }
 
 /// Whether the violated `epochs` (in the order noted) hold a stretch that makes the
@@ -247,7 +289,7 @@ pub(super) fn simulate_varied(
     epochs: &[EpochProfile],
     threads: usize,
     costs: &Costs,
-    synced: &[Site],
+    synced: &[SyncedSite],
 ) -> Simulated {
     let mut total = recorded;
     for replay in 1..REPLAYS {

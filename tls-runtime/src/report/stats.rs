@@ -99,9 +99,9 @@ impl ThreadStats {
         }
     }
 
-    /// Counts a wait until homefree at a load: a synchronized one, or one after an
-    /// `on_commit` call.
-    pub(crate) fn synced_wait(&mut self, w: crate::epoch::HomefreeWait) {
+    /// Counts a wait at a load until an earlier epoch committed: a synchronized one,
+    /// or one after an `on_commit` call (until homefree).
+    pub(crate) fn synced_wait(&mut self, w: crate::epoch::LoadWait) {
         let load = SourceLocation(w.load);
         let waits = if w.after_call {
             &mut self.call_waits
@@ -116,6 +116,7 @@ impl ThreadStats {
                 waits: 1,
                 waited: w.waited,
                 gave_up: u64::from(w.gave_up),
+                behind: w.behind,
             });
         self.synced_wait += w.waited;
     }

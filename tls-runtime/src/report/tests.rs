@@ -197,3 +197,38 @@ fn a_thread_that_joined_twice_counts_once() {
     let report = all.into_report("l".into(), Location::caller(), RunMode::Parallel, 2, wall);
     assert_eq!(report.threads_ran, 2);
 }
+
+/// A synchronized load's line says which epoch its waits were for: the one before
+/// (until homefree) or one further back, the nearest of the run.
+#[test]
+fn a_synchronized_load_says_how_far_back_its_epochs_waited() {
+    let load = Location::caller();
+    let wait = |behind: u64| crate::epoch::LoadWait {
+        load,
+        waited: Duration::from_micros(5),
+        behind,
+        gave_up: false,
+        after_call: false,
+    };
+    let line = |behinds: &[u64]| {
+        let mut ts = ten_epochs(10);
+        for &b in behinds {
+            ts.synced_wait(wait(b));
+        }
+        let report = report_of(ts, RunMode::Parallel);
+        let s = report.synchronized[0];
+        (s.behind, s.waits, report.to_string())
+    };
+    let (behind, waits, text) = line(&[3, 3, 5]);
+    assert_eq!((behind, waits), (3, 3));
+    assert!(
+        text.contains("3 epochs waited there until the epoch 3 back had committed"),
+        "{text}"
+    );
+    let (behind, _, text) = line(&[3, 1]);
+    assert_eq!(behind, 1);
+    assert!(
+        text.contains("2 epochs waited there until homefree"),
+        "{text}"
+    );
+}
