@@ -212,7 +212,8 @@ pub fn default_threads() -> usize {
 }
 
 /// The number of cores the process may use (its CPU set, and its cgroup's CPU
-/// quota), read once and kept.
+/// quota), read once and kept (read again while a worker's set may have been
+/// narrowed for a moment as it read it, `workers::read_unnudged`).
 ///
 /// Not a `OnceLock`: the pool's first worker reads it in the background, and a
 /// thread that needs it meanwhile reads it too rather than waiting for that worker
@@ -222,8 +223,12 @@ pub(crate) fn cores() -> usize {
     static CORES: AtomicUsize = AtomicUsize::new(0);
     match CORES.load(Ordering::Relaxed) {
         0 => {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
-            CORES.store(n, Ordering::Relaxed);
+            let (n, kept) = crate::workers::read_unnudged(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+            });
+            if kept {
+                CORES.store(n, Ordering::Relaxed);
+            }
             n
         }
         n => n,

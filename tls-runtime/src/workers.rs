@@ -44,6 +44,8 @@ mod parking;
 #[cfg_attr(loom, allow(dead_code))]
 mod start;
 
+#[cfg_attr(loom, allow(unused_imports))]
+pub(crate) use affinity::read_unnudged;
 #[cfg(all(loom, test))]
 pub(crate) use parking::Parking;
 #[cfg(all(loom, test))]

@@ -9,7 +9,56 @@
 //! worker takes its starter's set when it starts, whatever set it inherited.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Nudges begun and ended: odd while a nudge may have a worker's CPU set narrowed
+/// (nudges never interleave: each holds the workers' list).
+static NUDGES: AtomicU64 = AtomicU64::new(0);
+
+/// Marks a nudge as in progress for its lifetime (see [`NUDGES`]).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+struct Nudging;
+
+impl Nudging {
+    fn begin() -> Self {
+        NUDGES.fetch_add(1, Ordering::SeqCst);
+        Nudging
+    }
+}
+
+impl Drop for Nudging {
+    fn drop(&mut self) {
+        NUDGES.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How long [`read_unnudged`] waits for a nudge to end (one takes microseconds; one
+/// whose thread the OS descheduled meanwhile, a scheduler tick).
+const NUDGE_WAIT: Duration = Duration::from_millis(10);
+
+/// Runs `read`, which depends on the calling thread's CPU set (the core count,
+/// `std::thread::available_parallelism`), where no nudge ran meanwhile; whether it
+/// could (else the value of a read during one). A worker's set is one CPU short
+/// while a nudge moves it: an outside probe's `TLS_THREADS=8` on 2 cores was warned
+/// "on 1 cores" in 9 processes of 540 (the count read on a worker being nudged),
+/// and a default thread count read so would have been kept one short for good.
+pub(crate) fn read_unnudged<T>(read: impl Fn() -> T) -> (T, bool) {
+    let started = Instant::now();
+    loop {
+        let before = NUDGES.load(Ordering::SeqCst);
+        if before.is_multiple_of(2) {
+            let value = read();
+            if NUDGES.load(Ordering::SeqCst) == before {
+                return (value, true);
+            }
+        }
+        if started.elapsed() > NUDGE_WAIT {
+            return (read(), false);
+        }
+        std::thread::yield_now();
+    }
+}
 
 /// A worker's thread, as the nudges see it.
 pub(super) struct WorkerThread {
@@ -128,6 +177,7 @@ pub(super) fn nudge(workers: &[WorkerThread], only_waiting: bool) {
     let Some(cpu) = this_cpu() else {
         return;
     };
+    let _nudging = Nudging::begin();
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
@@ -211,6 +261,29 @@ mod tests {
                 .map(|c| libc::CPU_ISSET(c, &set))
                 .collect()
         }
+    }
+
+    /// A read that a nudge may have met is read again; one that cannot get past a
+    /// nudge in progress says so.
+    #[test]
+    fn a_read_of_the_core_count_during_a_nudge_is_read_again() {
+        let calls = std::cell::Cell::new(0);
+        // A nudge begins and ends during the first read, which sees a narrowed set.
+        let (cores, stable) = read_unnudged(|| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                drop(Nudging::begin());
+                1
+            } else {
+                2
+            }
+        });
+        assert_eq!((cores, stable, calls.get()), (2, true, 2));
+        // A nudge that does not end within the wait: the value is not to be kept.
+        let held = Nudging::begin();
+        let (_, stable) = read_unnudged(|| 1);
+        drop(held);
+        assert!(!stable);
     }
 
     /// A thread started by a thread whose set a nudge had narrowed inherits the
