@@ -4,6 +4,7 @@
 //!
 //! `cargo bench -p tls-runtime --bench speedup` (`-- --quick` for a short run; `-- 10%`
 //! or another word for only the loops whose name has it: `no-conflict`, `1us`, `chain`,
+//! `short chains`,
 //! `conflict 10%`, `delayed call`, `tiny`, `accumulation`, `access`);
 //! `BENCH_THREADS=N` runs the loops (ours and rayon's) on N threads instead of 2.
 
@@ -147,6 +148,60 @@ fn short_runs(
         "short runs, {items} iterations of {:.1}us, {runs} runs: tls {tls:.2}x  rayon {ray:.2}x  (tls/rayon {:.2})",
         per_item.as_secs_f64() * 1e6,
         tls / ray
+    );
+}
+
+/// Short runs of a few iterations of about `per_item`, each updating a row of a
+/// small table picked by a hash, where the first runs of each repetition update one
+/// row (a chain): the site learns to synchronize the load and keeps it synchronized
+/// after the chain has gone. An outside probe's shape: with more threads than cores
+/// (`BENCH_THREADS=4` on 2), the runs took 35-40 times as long as the plain loop
+/// while idle threads spun past the ones the waits were for.
+fn short_chains(per_item: Duration, runs: u64, reps: usize) {
+    let iters = calibrate(per_item);
+    let mix = |mut x: u64| {
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^ (x >> 27)
+    };
+    let len = |r: u64| 3 + (mix(r) % 10) as usize;
+    let row = |r: u64, i: usize| {
+        if r < 20 {
+            0
+        } else {
+            (mix(r * 31 + i as u64) % 64) as usize
+        }
+    };
+    let table = SpecVec::from(vec![1u64; 64]);
+    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
+    let t = measure(
+        reps,
+        &mut [
+            &mut || {
+                for r in 0..runs {
+                    for i in 0..len(r) {
+                        let have = table.get(row(r, i));
+                        table.set(row(r, i), work(iters, have ^ r));
+                    }
+                }
+            },
+            &mut || {
+                for r in 0..runs {
+                    Loop::new()
+                        .threads(threads())
+                        .site(site)
+                        .run(0..len(r), |i| {
+                            let have = table.get(row(r, i));
+                            table.set(row(r, i), work(iters, have ^ r));
+                            Control::<()>::Continue
+                        });
+                }
+            },
+        ],
+    );
+    println!(
+        "short chains, 3-12 iterations of {:.1}us, {runs} runs, the first 20 a chain: tls {:.2}x",
+        per_item.as_secs_f64() * 1e6,
+        t[0].as_secs_f64() / t[1].as_secs_f64()
     );
 }
 
@@ -491,6 +546,9 @@ fn main() {
     }
     if wanted("short runs") {
         short_runs(Duration::from_nanos(2500), 10, 2000 / scale, reps, &pool);
+    }
+    if wanted("short chains") {
+        short_chains(Duration::from_micros(4), 600 / scale as u64, reps);
     }
     if wanted("chain 1us") {
         chain(Duration::from_micros(1), 20000 / scale, reps);

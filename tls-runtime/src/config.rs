@@ -211,6 +211,15 @@ pub fn default_threads() -> usize {
     env().threads.unwrap_or_else(cores)
 }
 
+/// [`cores`], once read (0 before).
+static CORES: AtomicUsize = AtomicUsize::new(0);
+
+/// [`cores`] if it has been read, without reading it (0 if not).
+#[inline]
+pub(crate) fn cores_if_read() -> usize {
+    CORES.load(Ordering::Relaxed)
+}
+
 /// The number of cores the process may use (its CPU set, and its cgroup's CPU
 /// quota), read once and kept (read again while a worker's set may have been
 /// narrowed for a moment as it read it, `workers::read_unnudged`).
@@ -220,7 +229,6 @@ pub fn default_threads() -> usize {
 /// (a child forked while the worker was inside a `OnceLock`'s initializer waited
 /// for ever: the worker does not exist in the child).
 pub(crate) fn cores() -> usize {
-    static CORES: AtomicUsize = AtomicUsize::new(0);
     match CORES.load(Ordering::Relaxed) {
         0 => {
             let (n, kept) = crate::workers::read_unnudged(|| {

@@ -259,14 +259,26 @@ fn nudge_waiting_off_this_cpu() {
 /// already found full (see `worker_main`).
 const RELOOK_SPINS: u32 = 256;
 
+/// Whether the pool has more threads (its workers and a loop's caller) than the
+/// process has cores, as far as known (the core count read).
+#[inline]
+fn oversubscribed() -> bool {
+    let cores = crate::config::cores_if_read();
+    cores != 0 && pool().starts.started_hint() >= cores
+}
+
 /// Spins a little, then yields: for short waits on other threads.
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
     // Spin for a while before yielding: on a busy machine a yield can hand the core
     // to another process for a whole time slice (milliseconds), far longer than the
-    // epoch being waited for.
-    if *spins < 4096 {
+    // epoch being waited for. Not with more threads than cores: then the thread
+    // waited for may be queued behind this one, and an outside probe's short runs
+    // on 4 threads of 2 cores took 35-40 times as long as the plain loop while
+    // idle threads spun (`cargo bench -p tls-runtime --bench speedup -- "short
+    // chains"` with `BENCH_THREADS=4`: 0.03x before, 0.38x after).
+    if *spins < 4096 && !oversubscribed() {
         for _ in 0..(1 << (*spins / 1024)) {
             core::hint::spin_loop();
         }

@@ -22,7 +22,7 @@ use super::{Pool, nudge_waiting_off_this_cpu, pool, worker_main};
 use crate::config::{Mode, env};
 use crate::sync::{self as model, lock_std};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
 
 /// The pool's record of its workers' starts: the protocol of the module's docs,
 /// apart from how a worker is started (so that `loom_tests.rs` can model it).
@@ -48,6 +48,11 @@ impl Starts {
     #[cfg(any(test, loom))]
     pub(crate) fn started(&self) -> usize {
         self.started.load(SeqCst)
+    }
+
+    /// [`Starts::started`], read relaxed: a hint for spinning threads.
+    pub(crate) fn started_hint(&self) -> usize {
+        self.started.load(Relaxed)
     }
 
     /// Asks for `n` workers; whether this thread took the turn to start them
