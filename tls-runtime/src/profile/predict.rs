@@ -9,8 +9,10 @@ use super::model::{
     IN_ORDER_RATIO, SimDependence, Simulated, Site, SyncedSite, simulate, simulate_replay,
 };
 use super::recorder::{AccessKind, EpochProfile, Event};
-use crate::adapt::Stretch;
-use crate::rules::{MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch};
+use crate::adapt::{Distances, Stretch};
+use crate::rules::{
+    EPOCHS_PER_THREAD, MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch,
+};
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
 use std::borrow::Cow;
@@ -113,7 +115,7 @@ pub(super) fn predict_chunked(
             None => chunked(items, 1, None),
             Some(_) => epochs.clone(),
         };
-        let synced = with_distances(&single, &synced);
+        let synced = with_distances(&single, &synced, threads);
         let with = simulate_replay(&single, threads, costs, 0, &synced);
         let with = simulate_varied(with, &single, threads, costs, &synced);
         let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
@@ -144,12 +146,19 @@ pub(super) fn synchronized(sim: &Simulated) -> Vec<Site> {
 }
 
 /// The `loads` to synchronize, each with the distance at which the runtime would
-/// synchronize it on `epochs`: that of the nearest earlier epoch that stores what it
-/// reads, over the run (the runtime keeps the nearest store it has seen violate the
-/// load; one that is never stored earlier counts as the epoch before, as an unknown
-/// distance does there).
-pub(super) fn with_distances(epochs: &[EpochProfile], loads: &[Site]) -> Vec<SyncedSite> {
-    let mut nearest = vec![usize::MAX; loads.len()];
+/// synchronize it on `epochs` with `threads` threads: per read at the load, how many
+/// epochs back the last store of what it reads came from, counted as the runtime
+/// counts the violations of a load ([`Distances`]: the nearest that make up a
+/// quarter), over the stores near enough to violate it (in the window of epochs in
+/// flight); a load never stored that near waits for the epoch before, as one of
+/// unknown distance does there.
+pub(super) fn with_distances(
+    epochs: &[EpochProfile],
+    loads: &[Site],
+    threads: usize,
+) -> Vec<SyncedSite> {
+    let reach = threads * EPOCHS_PER_THREAD;
+    let mut counted = vec![Distances::new(); loads.len()];
     // Per location, the last epoch so far that stored it.
     let mut stored: HashMap<usize, usize> = HashMap::new();
     for (j, e) in epochs.iter().enumerate() {
@@ -163,8 +172,8 @@ pub(super) fn with_distances(epochs: &[EpochProfile], loads: &[Site]) -> Vec<Syn
                         continue;
                     };
                     // A read of what its own epoch stored sees its own version.
-                    if let Some(&i) = stored.get(&ev.loc).filter(|&&i| i < j) {
-                        nearest[k] = nearest[k].min(j - i);
+                    if let Some(&i) = stored.get(&ev.loc).filter(|&&i| i < j && j - i <= reach) {
+                        counted[k].add((j - i) as u64);
                     }
                 }
                 AccessKind::Checkpoint => {}
@@ -173,10 +182,10 @@ pub(super) fn with_distances(epochs: &[EpochProfile], loads: &[Site]) -> Vec<Syn
     }
     loads
         .iter()
-        .zip(nearest)
+        .zip(counted)
         .map(|(&load, d)| SyncedSite {
             load,
-            distance: if d == usize::MAX { 1 } else { d },
+            distance: d.wait() as usize,
         })
         .collect()
 }
