@@ -18,9 +18,9 @@
 //! - A load that violates a dense stretch of epochs (in a first replay) is
 //!   *synchronized*, as the runtime learns to do (`adapt/synced.rs`): the replay that
 //!   gives the prediction makes an epoch that reaches it wait, keeping its work, until
-//!   the epoch its nearest earlier store came from has committed ([`SyncedSite`]'s
-//!   distance: the one before for a chain, three back where iteration i reads what
-//!   i - 3 wrote), with one iteration an epoch unless the loop sets its chunk (the
+//!   the epoch its earlier stores came from has committed ([`SyncedSite`]'s
+//!   distance, chosen as the runtime chooses it: the one before for a chain, three
+//!   back where iteration i reads what i - 3 wrote), with one iteration an epoch unless the loop sets its chunk (the
 //!   runtime's chunking does the same while it synchronizes a load). Reads from there
 //!   on can still be violated by the epochs between, and no longer by any earlier one.
 //!   The dependences reported are the first replay's.
