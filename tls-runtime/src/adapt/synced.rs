@@ -30,7 +30,14 @@
 //! cost more than the re-runs. A synchronized load is released after
 //! [`SYNC_FOR`] epochs reached it (waiting or finding the store they depend on in
 //! already), and learned again if it still violates, so a dependence that
-//! went away costs one such stretch of waiting at most. A wait that lasts longer than
+//! went away costs one such stretch of waiting at most. Sooner if it went away: now
+//! and then an epoch that reaches the load reads it without waiting (a *probe*: the
+//! first after [`PROBE_EVERY`] / 2 epochs, then one in [`PROBE_EVERY`], twice as
+//! far apart after each probe that was violated, up to [`PROBE_EVERY_MAX`], so that
+//! a dependence that stays costs few rollbacks), and once [`QUIET_PROBES`] probes in
+//! a row saw no violation of the load by the next one, it is released (an outside
+//! probe's loop of short runs, whose first twenty runs formed a chain, waited at the
+//! load for all of its 600 runs). A wait that lasts longer than
 //! [`MAX_WAIT`] gives up and re-runs the epoch when homefree, so a wait can never hold
 //! up a loop whose earlier epochs need this thread.
 
@@ -54,6 +61,14 @@ pub(crate) const SYNC_FOR: u32 = 4096;
 /// The longest an epoch waits at a synchronized load before it gives up (and re-runs
 /// when homefree).
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(2);
+/// Epochs reaching a synchronized load from one probe to the next, at first.
+pub(crate) const PROBE_EVERY: u32 = 64;
+/// The most epochs between two probes (a probe a violation followed doubles the
+/// interval).
+pub(crate) const PROBE_EVERY_MAX: u32 = 512;
+/// Probes in a row with no violation of the load by the next probe, after which it
+/// is released.
+pub(crate) const QUIET_PROBES: u32 = 3;
 /// Loads synchronized at once per site.
 const SLOTS: usize = 4;
 /// Loads whose violations are counted at once per site.
@@ -167,6 +182,13 @@ pub(crate) struct SyncedLoads {
     slots: [AtomicPtr<Location<'static>>; SLOTS],
     /// Epochs left to reach the load in the same slot before it is released.
     left: [AtomicU32; SLOTS],
+    /// Whether the load in the same slot was violated since the last probe.
+    violated: [AtomicBool; SLOTS],
+    /// Probes in a row after which no violation came.
+    quiet: [AtomicU32; SLOTS],
+    /// Epochs to reach the load before the next probe, and from one to the next.
+    until_probe: [AtomicU32; SLOTS],
+    probe_every: [AtomicU32; SLOTS],
     /// How many epochs back the stores that violated the load in the same slot came
     /// from ([`Distances::wait`]): an epoch waits there until the epoch that far back
     /// has committed (1: until homefree).
@@ -207,6 +229,10 @@ impl SyncedLoads {
             any: AtomicBool::new(false),
             slots: [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS],
             left: [const { AtomicU32::new(0) }; SLOTS],
+            violated: [const { AtomicBool::new(false) }; SLOTS],
+            quiet: [const { AtomicU32::new(0) }; SLOTS],
+            until_probe: [const { AtomicU32::new(0) }; SLOTS],
+            probe_every: [const { AtomicU32::new(PROBE_EVERY) }; SLOTS],
             distance: [const { AtomicU64::new(1) }; SLOTS],
             candidates: Mutex::new(Vec::new()),
             ended_epochs: AtomicU64::new(0),
@@ -228,20 +254,32 @@ impl SyncedLoads {
 
     /// Whether an epoch must wait before making the load at `load`, and for the
     /// epoch how many back to commit (1: until homefree); counts the wait towards the
-    /// load's release.
+    /// load's release. `None` for a probe (see the module's docs).
     #[inline]
     pub(crate) fn must_wait(&self, load: &'static Location<'static>) -> Option<u64> {
         if !self.any.load(Relaxed) {
             return None;
         }
-        self.find(load).map(|k| {
-            // At least 1: `note_violation` counts an unknown distance as 1.
-            let distance = self.distance[k].load(Relaxed);
-            if self.left[k].fetch_sub(1, Relaxed) <= 1 {
+        let k = self.find(load)?;
+        // At least 1: `note_violation` counts an unknown distance as 1.
+        let distance = self.distance[k].load(Relaxed);
+        if self.left[k].fetch_sub(1, Relaxed) <= 1 {
+            self.release(k);
+        } else if self.until_probe[k].fetch_sub(1, Relaxed) <= 1 {
+            // The probe before this one was violated by now, if its dependence
+            // is still there.
+            let mut every = self.probe_every[k].load(Relaxed);
+            if self.violated[k].swap(false, Relaxed) {
+                self.quiet[k].store(0, Relaxed);
+                every = (every * 2).min(PROBE_EVERY_MAX);
+                self.probe_every[k].store(every, Relaxed);
+            } else if self.quiet[k].fetch_add(1, Relaxed) + 1 >= QUIET_PROBES {
                 self.release(k);
             }
-            distance
-        })
+            self.until_probe[k].store(every, Relaxed);
+            return None;
+        }
+        Some(distance)
     }
 
     /// Whether any load is synchronized now.
@@ -300,9 +338,14 @@ impl SyncedLoads {
         let distance = distance.max(1);
         if self.any.load(Relaxed)
             && let Some(k) = self.find(load)
-            && distance >= self.distance[k].load(Relaxed)
         {
-            return;
+            // Still needed (a probe's read, or one after a wait too short).
+            if !self.violated[k].load(Relaxed) {
+                self.violated[k].store(true, Relaxed);
+            }
+            if distance >= self.distance[k].load(Relaxed) {
+                return;
+            }
         }
         let at = self.position(index);
         let mut cands = lock_std(&self.candidates);
@@ -367,6 +410,10 @@ impl SyncedLoads {
             // down from a full budget (a stale 0 would release it at once).
             self.left[k].store(SYNC_FOR, Relaxed);
             self.distance[k].store(distance, Relaxed);
+            self.violated[k].store(false, Relaxed);
+            self.quiet[k].store(0, Relaxed);
+            self.until_probe[k].store(PROBE_EVERY / 2, Relaxed);
+            self.probe_every[k].store(PROBE_EVERY, Relaxed);
             if s.compare_exchange(core::ptr::null_mut(), p, Relaxed, Relaxed)
                 .is_ok()
             {
@@ -524,12 +571,39 @@ mod tests {
         assert!(!s.contains(load));
         s.note_violation(load, 1, 10 + SYNC_AFTER, 1);
         assert!(s.contains(load));
+        // Violated between each probe and the next: it stays synchronized.
+        let mut probes = 0;
         for _ in 0..SYNC_FOR - 1 {
-            assert!(s.must_wait(load).is_some());
+            if s.must_wait(load).is_none() {
+                probes += 1;
+                s.note_violation(load, 1, 100, 1);
+            }
         }
+        // 32, 64, 128, 256, then every 512 waits.
+        assert_eq!(probes, 4 + (SYNC_FOR - 1 - 480) / PROBE_EVERY_MAX);
         assert!(s.must_wait(load).is_some(), "the last wait still waits");
         assert!(!s.contains(load), "released after SYNC_FOR waits");
         assert!(s.must_wait(load).is_none());
+    }
+
+    /// A synchronized load whose dependence went away is released once its probes
+    /// see no violation, long before `SYNC_FOR` waits.
+    #[test]
+    fn a_load_whose_probes_are_not_violated_is_released() {
+        let s = SyncedLoads::new();
+        let load = here();
+        for i in 0..SYNC_AFTER {
+            s.note_violation(load, 1, 10 + i, 1);
+        }
+        let mut reached = 0;
+        while s.contains(load) {
+            s.must_wait(load);
+            reached += 1;
+        }
+        // The first probe is the (PROBE_EVERY / 2)th, then one in PROBE_EVERY.
+        let bound = PROBE_EVERY / 2 + PROBE_EVERY * (QUIET_PROBES - 1);
+        assert_eq!(reached, bound);
+        assert!(bound < SYNC_FOR / 8);
     }
 
     #[test]
