@@ -456,7 +456,7 @@ fn at_distance(n: usize, distance: usize, (load, store): (Site, Site)) -> Vec<Ep
         .map(|i| EpochProfile {
             dur: 10_000.0,
             events: (i >= distance)
-                .then_some(Event {
+                .then(|| Event {
                     at: 0.0,
                     loc: i - distance,
                     kind: AccessKind::Read,
