@@ -223,10 +223,11 @@ pub struct LoopReport {
     /// fix that fits it. In profile mode (nothing runs speculatively), the ones the
     /// model predicts on 2 cores, the top ones with the speedup predicted after the fix.
     pub dependences: Vec<Dependence>,
-    /// Loads that violated most of the epochs running them, where epochs of this
-    /// loop site now wait until homefree instead of speculating (the loads a site
-    /// synchronizes are learned from its violations and released after a while),
-    /// most time waited first.
+    /// Loads that violated a dense stretch of the epochs running them, where epochs
+    /// of this loop site now wait (until the epoch [`SyncedLoad::behind`] back has
+    /// committed) instead of speculating (the loads a site synchronizes are learned
+    /// from its violations, and released after a while or once they no longer
+    /// violate the epochs that try them without waiting), most time waited first.
     pub synchronized: Vec<SyncedLoad>,
     /// Loads that came after an `on_commit` call in the same epoch, where the epoch
     /// waited until homefree for the call to run first (the call may write what the

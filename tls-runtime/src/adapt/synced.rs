@@ -34,7 +34,9 @@
 //! and then an epoch that reaches the load reads it without waiting (a *probe*: the
 //! first after [`PROBE_EVERY`] / 2 epochs, then one in [`PROBE_EVERY`], twice as
 //! far apart after each probe that was violated, up to [`PROBE_EVERY_MAX`], so that
-//! a dependence that stays costs few rollbacks), and once [`QUIET_PROBES`] probes in
+//! a dependence that stays costs few rollbacks, and never closer than twice the
+//! epochs the loop keeps in flight, so that a probe's violation has come by the
+//! time the next one judges it), and once [`QUIET_PROBES`] probes in
 //! a row saw no violation of the load by the next one, it is released (an outside
 //! probe's loop of short runs, whose first twenty runs formed a chain, waited at the
 //! load for all of its 600 runs). A wait that lasts longer than
@@ -45,7 +47,8 @@ use crate::epoch::{AwaitHomefreeSignal, EpochCx, NOT_VIOLATED};
 use crate::sync::lock_std;
 use core::panic::Location;
 use core::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, Ordering::Relaxed,
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering,
+    Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -99,7 +102,8 @@ impl Distances {
 
     /// Counts a violation by a store `distance` (at least 1) epochs back.
     pub(crate) fn add(&mut self, distance: u64) {
-        match self.near.get_mut(distance as usize - 1) {
+        let bucket = usize::try_from(distance.saturating_sub(1)).unwrap_or(usize::MAX);
+        match self.near.get_mut(bucket) {
             Some(n) => *n += 1,
             None => {
                 self.far += 1;
@@ -108,8 +112,14 @@ impl Distances {
         }
     }
 
+    /// Whether nothing was counted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.far == 0 && self.near.iter().all(|&n| n == 0)
+    }
+
     /// How far back the wait reaches: the nearest distance that, with those nearer
-    /// still, counts for at least one violation in [`NEARER_SHARE`].
+    /// still, counts for at least one violation in [`NEARER_SHARE`] (distances of 8
+    /// or more count as one: past 7, the nearest of them).
     pub(crate) fn wait(&self) -> u64 {
         let total: u64 = self.near.iter().sum::<u64>() + self.far;
         let mut so_far = 0;
@@ -166,19 +176,29 @@ impl Stretch {
         self.span += gap;
         self.epochs >= SYNC_AFTER && self.epochs * SYNC_DENSITY >= self.span
     }
+
+    /// Whether the last [`Stretch::count`] started a new stretch.
+    fn restarted(&self) -> bool {
+        self.epochs == 1
+    }
 }
 
 /// The loads a site synchronizes, and the violations that may make it synchronize more.
 ///
-/// Its atomics are `Relaxed`, as the rest of the site's state: they steer scheduling,
-/// never correctness (an epoch that waits or does not is protected by the violation
-/// protocol either way); a race between a release and a new load costs at most a
-/// stretch of relearning.
+/// Its atomics are `Relaxed` (but a slot's publication, Release/Acquire, so that a
+/// load found there comes with its fresh counts), as the rest of the site's state:
+/// they steer scheduling, never correctness (an epoch that waits or does not is
+/// protected by the violation protocol either way); a race between a release and a
+/// new load costs at most a stretch of relearning (the count of occupied slots
+/// follows the slots by read-modify-writes, so none is left filled and unseen).
 #[derive(Debug)]
 pub(crate) struct SyncedLoads {
-    /// Whether any slot holds a load: read when an epoch begins (a speculative read
-    /// of an epoch that began without any pays nothing more; see `EpochCx::new`).
-    any: AtomicBool,
+    /// How many slots hold a load, changed only by read-modify-writes that follow
+    /// the slots' own (a flag stored after a scan could end up false beside a slot
+    /// filled meanwhile, and the load would never wait again): read when an epoch
+    /// begins (a speculative read of an epoch that began with none pays nothing more;
+    /// see `EpochCx::new`).
+    occupied: AtomicU32,
     slots: [AtomicPtr<Location<'static>>; SLOTS],
     /// Epochs left to reach the load in the same slot before it is released.
     left: [AtomicU32; SLOTS],
@@ -226,7 +246,7 @@ fn same(a: &Location<'_>, b: &Location<'_>) -> bool {
 impl SyncedLoads {
     pub(crate) const fn new() -> Self {
         SyncedLoads {
-            any: AtomicBool::new(false),
+            occupied: AtomicU32::new(0),
             slots: [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS],
             left: [const { AtomicU32::new(0) }; SLOTS],
             violated: [const { AtomicBool::new(false) }; SLOTS],
@@ -255,9 +275,11 @@ impl SyncedLoads {
     /// Whether an epoch must wait before making the load at `load`, and for the
     /// epoch how many back to commit (1: until homefree); counts the wait towards the
     /// load's release. `None` for a probe (see the module's docs).
+    /// `window`: the epochs the loop keeps in flight (a probe is judged no sooner
+    /// than twice that many epochs after it, by when its violation has come).
     #[inline]
-    pub(crate) fn must_wait(&self, load: &'static Location<'static>) -> Option<u64> {
-        if !self.any.load(Relaxed) {
+    pub(crate) fn must_wait(&self, load: &'static Location<'static>, window: u64) -> Option<u64> {
+        if !self.active() {
             return None;
         }
         let k = self.find(load)?;
@@ -267,16 +289,18 @@ impl SyncedLoads {
             self.release(k);
         } else if self.until_probe[k].fetch_sub(1, Relaxed) <= 1 {
             // The probe before this one was violated by now, if its dependence
-            // is still there.
+            // is still there (the first one has none before it to judge: it only
+            // starts the count).
             let mut every = self.probe_every[k].load(Relaxed);
             if self.violated[k].swap(false, Relaxed) {
                 self.quiet[k].store(0, Relaxed);
                 every = (every * 2).min(PROBE_EVERY_MAX);
                 self.probe_every[k].store(every, Relaxed);
-            } else if self.quiet[k].fetch_add(1, Relaxed) + 1 >= QUIET_PROBES {
+            } else if self.quiet[k].fetch_add(1, Relaxed) >= QUIET_PROBES {
                 self.release(k);
             }
-            self.until_probe[k].store(every, Relaxed);
+            let floor = u32::try_from(2 * window).unwrap_or(u32::MAX);
+            self.until_probe[k].store(every.max(floor), Relaxed);
             return None;
         }
         Some(distance)
@@ -285,28 +309,29 @@ impl SyncedLoads {
     /// Whether any load is synchronized now.
     #[inline]
     pub(crate) fn active(&self) -> bool {
-        self.any.load(Relaxed)
+        self.occupied.load(Relaxed) > 0
     }
 
     /// Whether `load` is synchronized now.
     #[cfg(test)]
     pub(crate) fn contains(&self, load: &'static Location<'static>) -> bool {
-        self.any.load(Relaxed) && self.find(load).is_some()
+        self.active() && self.find(load).is_some()
     }
 
     #[cold]
     fn find(&self, load: &'static Location<'static>) -> Option<usize> {
         self.slots.iter().position(|s| {
-            let p = s.load(Relaxed);
+            // Acquire: the slot's counters were set before it was filled.
+            let p = s.load(Acquire);
             // SAFETY: slots hold null or a `&'static Location`.
             !p.is_null() && same(unsafe { &*p }, load)
         })
     }
 
     fn release(&self, k: usize) {
-        self.slots[k].store(core::ptr::null_mut(), Relaxed);
-        if self.slots.iter().all(|s| s.load(Relaxed).is_null()) {
-            self.any.store(false, Relaxed);
+        // Counted out once, by whichever thread empties it.
+        if !self.slots[k].swap(core::ptr::null_mut(), Relaxed).is_null() {
+            self.occupied.fetch_sub(1, Relaxed);
         }
     }
 
@@ -336,7 +361,7 @@ impl SyncedLoads {
         distance: u64,
     ) {
         let distance = distance.max(1);
-        if self.any.load(Relaxed)
+        if self.active()
             && let Some(k) = self.find(load)
         {
             // Still needed (a probe's read, or one after a wait too short).
@@ -366,8 +391,8 @@ impl SyncedLoads {
             }
         };
         let c = &mut cands[k];
-        c.distances.add(distance);
         if run == c.run && index == c.last {
+            c.distances.add(distance);
             return;
         }
         // Epochs run since the last one counted (none if rollbacks were counted out
@@ -386,7 +411,13 @@ impl SyncedLoads {
         };
         c.at = c.at.max(at);
         c.run = run;
-        if c.stretch.count(gap) {
+        let dense = c.stretch.count(gap);
+        if c.stretch.restarted() {
+            // The stretch before says nothing of this one's distances.
+            c.distances = Distances::new();
+        }
+        c.distances.add(distance);
+        if dense {
             let distance = c.distances.wait();
             cands.swap_remove(k);
             drop(cands);
@@ -406,18 +437,19 @@ impl SyncedLoads {
             if !s.load(Relaxed).is_null() {
                 continue;
             }
-            // The count first, so that a wait that finds the load at once counts
-            // down from a full budget (a stale 0 would release it at once).
+            // The counts first, published by the slot (Release, `find`'s Acquire),
+            // so that a wait that finds the load at once counts down from a full
+            // budget (a stale 0 would release it at once).
             self.left[k].store(SYNC_FOR, Relaxed);
             self.distance[k].store(distance, Relaxed);
             self.violated[k].store(false, Relaxed);
             self.quiet[k].store(0, Relaxed);
             self.until_probe[k].store(PROBE_EVERY / 2, Relaxed);
             self.probe_every[k].store(PROBE_EVERY, Relaxed);
-            if s.compare_exchange(core::ptr::null_mut(), p, Relaxed, Relaxed)
+            if s.compare_exchange(core::ptr::null_mut(), p, Release, Relaxed)
                 .is_ok()
             {
-                self.any.store(true, Relaxed);
+                self.occupied.fetch_add(1, Relaxed);
                 return;
             }
         }
@@ -503,10 +535,10 @@ mod tests {
         for i in 0..SYNC_AFTER {
             s.note_violation(load, 1, 10 + i, if i == 2 { 4 } else { 3 });
         }
-        assert_eq!(s.must_wait(load), Some(3));
+        assert_eq!(s.must_wait(load, 1), Some(3));
         s.note_violation(load, 1, 40, 0);
         assert_eq!(
-            s.must_wait(load),
+            s.must_wait(load, 1),
             Some(3),
             "one nearer store does not shorten it"
         );
@@ -515,7 +547,7 @@ mod tests {
             s.note_violation(load, 1, i, 1);
         }
         assert_eq!(
-            s.must_wait(load),
+            s.must_wait(load, 1),
             Some(1),
             "a stretch of nearer stores does"
         );
@@ -523,10 +555,10 @@ mod tests {
         for i in 0..SYNC_AFTER {
             s.note_violation(other, 1, 10 + i, 2);
         }
-        assert_eq!(s.must_wait(other), Some(2));
+        assert_eq!(s.must_wait(other, 1), Some(2));
         s.note_violation(other, 1, 40, 5);
         assert_eq!(
-            s.must_wait(other),
+            s.must_wait(other, 1),
             Some(2),
             "a farther store does not lengthen it"
         );
@@ -544,13 +576,13 @@ mod tests {
         for i in 0..SYNC_AFTER {
             s.note_violation(load, 1, 10 + i, if i == 3 { 1 } else { 5 });
         }
-        assert_eq!(s.must_wait(load), Some(5));
+        assert_eq!(s.must_wait(load, 1), Some(5));
         // A quarter of them from the epoch before: that is where the wait reaches.
         let near = here();
         for i in 0..SYNC_AFTER {
             s.note_violation(near, 1, 10 + i, if i % 4 == 0 { 1 } else { 5 });
         }
-        assert_eq!(s.must_wait(near), Some(1));
+        assert_eq!(s.must_wait(near, 1), Some(1));
         let mut d = Distances::new();
         assert_eq!(d.wait(), 1, "nothing counted");
         for x in [9, 12, 30] {
@@ -574,16 +606,16 @@ mod tests {
         // Violated between each probe and the next: it stays synchronized.
         let mut probes = 0;
         for _ in 0..SYNC_FOR - 1 {
-            if s.must_wait(load).is_none() {
+            if s.must_wait(load, 1).is_none() {
                 probes += 1;
                 s.note_violation(load, 1, 100, 1);
             }
         }
         // 32, 64, 128, 256, then every 512 waits.
         assert_eq!(probes, 4 + (SYNC_FOR - 1 - 480) / PROBE_EVERY_MAX);
-        assert!(s.must_wait(load).is_some(), "the last wait still waits");
+        assert!(s.must_wait(load, 1).is_some(), "the last wait still waits");
         assert!(!s.contains(load), "released after SYNC_FOR waits");
-        assert!(s.must_wait(load).is_none());
+        assert!(s.must_wait(load, 1).is_none());
     }
 
     /// A synchronized load whose dependence went away is released once its probes
@@ -597,13 +629,36 @@ mod tests {
         }
         let mut reached = 0;
         while s.contains(load) {
-            s.must_wait(load);
+            s.must_wait(load, 1);
             reached += 1;
         }
-        // The first probe is the (PROBE_EVERY / 2)th, then one in PROBE_EVERY.
-        let bound = PROBE_EVERY / 2 + PROBE_EVERY * (QUIET_PROBES - 1);
+        // The first probe is the (PROBE_EVERY / 2)th, then one in PROBE_EVERY, and
+        // each is judged at the next.
+        let bound = PROBE_EVERY / 2 + PROBE_EVERY * QUIET_PROBES;
         assert_eq!(reached, bound);
         assert!(bound < SYNC_FOR / 8);
+    }
+
+    /// A release and a new load's synchronization, interleaved by hand: the count
+    /// of occupied slots follows the slots, so the new load waits. (With a flag
+    /// stored after a scan of the slots, the release's "none left" landed after the
+    /// new load's "one more", and the new load never waited again.)
+    #[test]
+    fn a_release_racing_a_new_load_leaves_it_synchronized() {
+        let s = SyncedLoads::new();
+        let (a, b) = (here(), here());
+        for i in 0..SYNC_AFTER {
+            s.note_violation(a, 1, 10 + i, 1);
+        }
+        assert!(s.contains(a));
+        // The releasing thread empties a's slot...
+        assert!(!s.slots[0].swap(core::ptr::null_mut(), Relaxed).is_null());
+        // ... b is synchronized meanwhile, into that slot ...
+        s.synchronize(b, 1);
+        // ... and the release counts its slot out.
+        s.occupied.fetch_sub(1, Relaxed);
+        assert!(s.active());
+        assert_eq!(s.must_wait(b, 1), Some(1));
     }
 
     #[test]
@@ -614,7 +669,7 @@ mod tests {
             s.note_violation(load, 1, 4 * k + 1, 1);
         }
         assert!(!s.contains(load));
-        assert!(s.must_wait(here()).is_none());
+        assert!(s.must_wait(here(), 1).is_none());
     }
 
     #[test]

@@ -152,7 +152,7 @@ fn synchronize(cx: &EpochCx, load: &'static Location<'static>) {
     if let Some(s) = cx.synced
         && !cx.homefree()
         && !cx.raising.get()
-        && let Some(behind) = s.must_wait(load)
+        && let Some(behind) = s.must_wait(load, cx.ring().len())
         // Waiting may unwind (a violation, or giving up): not from a destructor
         // that runs while the iteration's own panic unwinds.
         && !std::thread::panicking()

@@ -20,8 +20,10 @@
 //!   gives the prediction makes an epoch that reaches it wait, keeping its work, until
 //!   the epoch its earlier stores came from has committed ([`SyncedSite`]'s
 //!   distance, chosen as the runtime chooses it: the one before for a chain, three
-//!   back where iteration i reads what i - 3 wrote), with one iteration an epoch unless the loop sets its chunk (the
-//!   runtime's chunking does the same while it synchronizes a load). Reads from there
+//!   back where iteration i reads what i - 3 wrote), with one iteration an epoch
+//!   unless the loop sets its chunk (the runtime's chunking does the same while it
+//!   synchronizes a load). Only the first synchronized load of an epoch waits in the
+//!   replay (the runtime waits at each). Reads from there
 //!   on can still be violated by the epochs between, and no longer by any earlier one.
 //!   The dependences reported are the first replay's.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit

@@ -559,9 +559,8 @@ fn a_rare_nearer_store_leaves_the_wait_where_most_stores_are() {
     // Stores forty back, farther than 2 threads' window of epochs in flight: none
     // can violate the load.
     let far = at_distance(300, 40, (load, store));
-    assert_eq!(
-        with_distances(&far, &[load], 2)[0].distance,
-        1,
+    assert!(
+        with_distances(&far, &[load], 2).is_empty(),
         "none near enough"
     );
 }

@@ -104,10 +104,6 @@ pub(super) fn predict_chunked(
             }
             return sim;
         }
-        let synced = synchronized(&sim);
-        if synced.is_empty() {
-            return simulate_varied(sim, &epochs, threads, costs, &[]);
-        }
         // The runtime learns to synchronize these loads and then runs without their
         // violations, one iteration an epoch unless the loop sets its chunk; the
         // dependences stay as found (the report names them, with their advice).
@@ -115,7 +111,10 @@ pub(super) fn predict_chunked(
             None => chunked(items, 1, None),
             Some(_) => epochs.clone(),
         };
-        let synced = with_distances(&single, &synced, threads);
+        let synced = with_distances(&single, &synchronized(&sim), threads);
+        if synced.is_empty() {
+            return simulate_varied(sim, &epochs, threads, costs, &[]);
+        }
         let with = simulate_replay(&single, threads, costs, 0, &synced);
         let with = simulate_varied(with, &single, threads, costs, &synced);
         let mut unsynced = simulate_varied(sim, &epochs, threads, costs, &[]);
@@ -150,8 +149,9 @@ pub(super) fn synchronized(sim: &Simulated) -> Vec<Site> {
 /// epochs back the last store of what it reads came from, counted as the runtime
 /// counts the violations of a load ([`Distances`]: the nearest that make up a
 /// quarter), over the stores near enough to violate it (in the window of epochs in
-/// flight); a load never stored that near waits for the epoch before, as one of
-/// unknown distance does there.
+/// flight). A load never stored that near is left out: the runtime learns only from
+/// violations among one-iteration epochs, and such a load has none (it violated the
+/// first replay's chunks of several iterations).
 pub(super) fn with_distances(
     epochs: &[EpochProfile],
     loads: &[Site],
@@ -172,7 +172,8 @@ pub(super) fn with_distances(
                         continue;
                     };
                     // A read of what its own epoch stored sees its own version.
-                    if let Some(&i) = stored.get(&ev.loc).filter(|&&i| i < j && j - i <= reach) {
+                    // Epoch j - reach has committed before j is claimed.
+                    if let Some(&i) = stored.get(&ev.loc).filter(|&&i| i < j && j - i < reach) {
                         counted[k].add((j - i) as u64);
                     }
                 }
@@ -183,6 +184,7 @@ pub(super) fn with_distances(
     loads
         .iter()
         .zip(counted)
+        .filter(|(_, d)| !d.is_empty())
         .map(|(&load, d)| SyncedSite {
             load,
             distance: d.wait() as usize,

@@ -14,7 +14,23 @@ use std::time::{Duration, Instant};
 
 /// Nudges begun and ended: odd while a nudge may have a worker's CPU set narrowed
 /// (nudges never interleave: each holds the workers' list).
+///
+/// Why a worker that read a narrowed set sees the count move: the nudge's first
+/// increment comes before its `sched_setaffinity`, and the worker's second load after
+/// its `sched_getaffinity`; the kernel takes the target thread's lock (`pi_lock`) in
+/// both calls, so a read that saw the narrowed set happens after the increment.
 static NUDGES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Whether this thread is one of the pool's workers, the only threads a nudge
+    /// narrows.
+    static WORKER: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as a worker (see [`read_unnudged`]).
+pub(super) fn mark_worker() {
+    WORKER.with(|w| w.set(true));
+}
 
 /// Marks a nudge as in progress for its lifetime (see [`NUDGES`]).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -43,7 +59,13 @@ const NUDGE_WAIT: Duration = Duration::from_millis(10);
 /// while a nudge moves it: an outside probe's `TLS_THREADS=8` on 2 cores was warned
 /// "on 1 cores" in 9 processes of 540 (the count read on a worker being nudged),
 /// and a default thread count read so would have been kept one short for good.
+///
+/// A program's thread is never nudged: it reads once (a child forked while a nudge
+/// ran would otherwise find the count odd for good).
 pub(crate) fn read_unnudged<T>(read: impl Fn() -> T) -> (T, bool) {
+    if !WORKER.with(core::cell::Cell::get) {
+        return (read(), true);
+    }
     let started = Instant::now();
     loop {
         let before = NUDGES.load(Ordering::SeqCst);
@@ -267,7 +289,15 @@ mod tests {
     /// nudge in progress says so.
     #[test]
     fn a_read_of_the_core_count_during_a_nudge_is_read_again() {
+        // No real nudge meanwhile (each holds the list), and read as a worker does.
+        let _list = crate::sync::lock_std(&super::super::pool().threads);
         let calls = std::cell::Cell::new(0);
+        assert_eq!(
+            read_unnudged(|| 7),
+            (7, true),
+            "a program's thread reads once"
+        );
+        mark_worker();
         // A nudge begins and ends during the first read, which sees a narrowed set.
         let (cores, stable) = read_unnudged(|| {
             calls.set(calls.get() + 1);

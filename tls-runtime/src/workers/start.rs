@@ -242,6 +242,7 @@ fn start_one(
         .spawn(move || {
             // Cleared before the set is taken (`WorkerThread::fresh`).
             starting.store(false, SeqCst);
+            super::affinity::mark_worker();
             home.apply_to_this_thread(starter_cpu);
             running.store(false, SeqCst);
             if hand_over {
