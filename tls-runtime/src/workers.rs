@@ -259,12 +259,21 @@ fn nudge_waiting_off_this_cpu() {
 /// already found full (see `worker_main`).
 const RELOOK_SPINS: u32 = 256;
 
-/// Whether the pool has more threads (its workers and a loop's caller) than the
-/// process has cores, as far as known (the core count read).
+/// Whether the pool has more threads awake (its workers not parked, and a loop's
+/// caller) than the process has cores, as far as known (the core count read). The
+/// workers parked do not count: a pool grown by one large loop does not make every
+/// later small one yield early.
 #[inline]
 fn oversubscribed() -> bool {
     let cores = crate::config::cores_if_read();
-    cores != 0 && pool().starts.started_hint() >= cores
+    if cores == 0 {
+        return false;
+    }
+    let p = pool();
+    p.starts
+        .started_hint()
+        .saturating_sub(p.parking.sleepers_hint())
+        >= cores
 }
 
 /// Spins a little, then yields: for short waits on other threads.

@@ -128,6 +128,11 @@ impl Parking {
     pub(crate) fn sleepers(&self) -> usize {
         self.sleepers.load(Ordering::SeqCst)
     }
+
+    /// [`Parking::sleepers`], read relaxed: a hint for spinning threads.
+    pub(crate) fn sleepers_hint(&self) -> usize {
+        self.sleepers.load(Ordering::Relaxed)
+    }
 }
 
 /// How long a parked worker sleeps before it looks at the jobs again by itself
