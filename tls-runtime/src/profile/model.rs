@@ -22,8 +22,8 @@
 //!   distance, chosen as the runtime chooses it: the one before for a chain, three
 //!   back where iteration i reads what i - 3 wrote), with one iteration an epoch
 //!   unless the loop sets its chunk (the runtime's chunking does the same while it
-//!   synchronizes a load). Only the first synchronized load of an epoch waits in the
-//!   replay (the runtime waits at each). Reads from there
+//!   synchronizes a load). An epoch waits at each synchronized load it reaches, as the
+//!   runtime does (a later one whose store is nearer waits again). Reads from there
 //!   on can still be violated by the epochs between, and no longer by any earlier one.
 //!   The dependences reported are the first replay's.
 //! - A finished epoch frees its thread at once (finished epochs wait to commit
@@ -230,30 +230,14 @@ pub(super) fn simulate_replay(
                 seg_starts.push(ev.at * scale);
             }
         }
-        // A synchronized load (see `synchronized`): the epoch waits there until the
-        // epoch its store comes from has committed (`waits_for`); from there on no
-        // read can be violated by that epoch or any before it. An epoch with none
-        // that far back does not wait.
-        let sync = e.events.iter().find_map(|ev| {
-            let site = ev.site.filter(|_| ev.kind == AccessKind::Read)?;
-            let load = synced.iter().find(|l| l.load == site)?;
-            Some((ev.at, j.checked_sub(load.distance.max(1))?))
-        });
-        let sync_at = sync.map(|(at, _)| at);
-        let waits_for = sync.map(|(_, i)| i);
-        // The wait at the synchronized load when the epoch's offset 0 is `t0`:
-        // everything from the load on moves by that much.
-        let stall_from =
-            |t0: f64| sync.map_or(0.0, |(at, i)| (commit[i] - (t0 + at * scale)).max(0.0));
-        // When an event at offset `at` happens, for offset 0 at `t0`.
-        let time_of = |t0: f64, at: f64| {
-            let moved = if sync_at.is_some_and(|s| at >= s) {
-                stall_from(t0)
-            } else {
-                0.0
-            };
-            t0 + at * scale + moved
-        };
+        // The synchronized loads the epoch reaches (see `synchronized`), in its
+        // order: at each, the epoch waits until the epoch its store comes from has
+        // committed, and from there on no read can be violated by that epoch or any
+        // before it. A load with no epoch that far back makes no wait.
+        let waits = SyncWaits::new(e, j, synced);
+        // When an event at offset `at` happens, for offset 0 at `t0` and the waits
+        // `shifts` (`SyncWaits::shifts` for that `t0`).
+        let time_of = |t0: f64, shifts: &[f64], at: f64| t0 + at * scale + waits.shift(shifts, at);
         // `t0` is when the epoch's offset 0 would have been, after restarts.
         let mut t0 = start;
         let mut counted = false;
@@ -268,7 +252,8 @@ pub(super) fn simulate_replay(
             let mut earliest_seg = usize::MAX;
             let mut seg = 0usize;
             let mut index = 0u64;
-            let stall = stall_from(t0);
+            let shifts = waits.shifts(t0, scale, &commit);
+            let stall = SyncWaits::total(&shifts);
             for ev in &e.events {
                 if ev.kind != AccessKind::Checkpoint {
                     index += 1;
@@ -279,8 +264,8 @@ pub(super) fn simulate_replay(
                     AccessKind::Read => {
                         // Epochs up to this one have committed before a read after
                         // the synchronized load.
-                        let committed = waits_for.filter(|_| sync_at.is_some_and(|s| ev.at >= s));
-                        let read_at = time_of(t0, ev.at);
+                        let committed = waits.committed_before(ev.at);
+                        let read_at = time_of(t0, &shifts, ev.at);
                         // A violation found lands by now: no later read (they come in
                         // time order) can be violated earlier than it.
                         if first.as_ref().is_some_and(|f| f.write_at <= read_at) {
@@ -372,7 +357,7 @@ pub(super) fn simulate_replay(
                 .iter()
                 .enumerate()
                 .filter(|&(i, ev)| checks(&e.events, i, ev))
-                .map(|(_, ev)| time_of(t0, ev.at))
+                .map(|(_, ev)| time_of(t0, &shifts, ev.at))
                 .find(|&at| at > w && at < t0 + dur + stall)
                 .filter(|_| restarts <= MAX_RESTARTS);
             let Some(noticed) = noticed else {
@@ -402,10 +387,11 @@ pub(super) fn simulate_replay(
             }
             t0 = new_t0;
         }
-        let finish = t0 + dur + stall_from(t0);
+        let shifts = waits.shifts(t0, scale, &commit);
+        let finish = t0 + dur + SyncWaits::total(&shifts);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
-                let at = time_of(t0, ev.at);
+                let at = time_of(t0, &shifts, ev.at);
                 let spans = writes.entry(ev.loc).or_default();
                 match spans.last_mut() {
                     Some(span) if span.epoch == j => span.last = at,
@@ -454,6 +440,83 @@ pub(super) fn simulate_replay(
         rolled_back,
         deps,
         violated,
+    }
+}
+
+/// The synchronized loads one epoch reaches, in its order: each one's offset in the
+/// recorded epoch and the epoch it waits for (the runtime waits at each, so a later
+/// load with a nearer store waits again after an earlier one with a farther store).
+struct SyncWaits {
+    /// (offset, the epoch waited for), by offset.
+    at: Vec<(f64, usize)>,
+    /// The latest epoch waited for by the loads up to each (a prefix maximum).
+    committed: Vec<usize>,
+}
+
+impl SyncWaits {
+    fn new(e: &EpochProfile, j: usize, synced: &[SyncedSite]) -> Self {
+        let at: Vec<(f64, usize)> = if synced.is_empty() {
+            Vec::new()
+        } else {
+            e.events
+                .iter()
+                .filter_map(|ev| {
+                    let site = ev.site.filter(|_| ev.kind == AccessKind::Read)?;
+                    let load = synced.iter().find(|l| l.load == site)?;
+                    Some((ev.at, j.checked_sub(load.distance.max(1))?))
+                })
+                .collect()
+        };
+        let committed = at
+            .iter()
+            .scan(0, |latest, &(_, i)| {
+                *latest = i.max(*latest);
+                Some(*latest)
+            })
+            .collect();
+        SyncWaits { at, committed }
+    }
+
+    /// The loads reached by offset `at` (a load at `at` included: its read comes
+    /// after its wait).
+    fn reached(&self, at: f64) -> usize {
+        self.at.partition_point(|&(s, _)| s <= at)
+    }
+
+    /// For offset 0 at `t0`, each load's wait added to those before it: everything
+    /// from a load on moves by its entry. `scale` stretches recorded offsets as the
+    /// replay does; `commit` holds the earlier epochs' commit times.
+    fn shifts(&self, t0: f64, scale: f64, commit: &[f64]) -> Vec<f64> {
+        let mut shift = 0.0;
+        self.at
+            .iter()
+            .map(|&(at, i)| {
+                shift += (commit[i] - (t0 + at * scale + shift)).max(0.0);
+                shift
+            })
+            .collect()
+    }
+
+    /// How far the waits before offset `at` move it (`shifts` from [`Self::shifts`]).
+    fn shift(&self, shifts: &[f64], at: f64) -> f64 {
+        match self.reached(at) {
+            0 => 0.0,
+            k => shifts[k - 1],
+        }
+    }
+
+    /// All the waits together.
+    fn total(shifts: &[f64]) -> f64 {
+        shifts.last().copied().unwrap_or(0.0)
+    }
+
+    /// The latest epoch that has committed by a read at offset `at` (it waited for
+    /// it), if any.
+    fn committed_before(&self, at: f64) -> Option<usize> {
+        match self.reached(at) {
+            0 => None,
+            k => Some(self.committed[k - 1]),
+        }
     }
 }
 
