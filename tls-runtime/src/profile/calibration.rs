@@ -1,11 +1,13 @@
 //! The runtime's costs the speedup model charges, measured by a short calibration the
 //! first time profile mode runs a loop: a tracked read and a new-version write (and its
-//! commit) in a speculative epoch versus plain ones; a speculative loop of 2 us epochs
+//! commit) in a speculative epoch versus plain ones; what recording a read or a write
+//! adds in profile mode's own epochs (taken out of the recorded times); a speculative loop of 2 us epochs
 //! on two threads against the same work run plainly (per-epoch cost = busy time per
 //! epoch beyond the work; serialized cost = what the wall time per epoch has beyond
 //! half of work plus cost; the medians of fifteen runs that ran speculatively); and the
 //! unwinding of a rollback, measured in real rollbacks of a speculative loop.
 
+use super::recorder::{EventCosts, Recorder};
 use crate::epoch::{CurrentGuard, EpochCx, EpochRing, make_tag};
 use crate::loop_builder::Loop;
 use crate::sync::AtomicU64;
@@ -21,8 +23,9 @@ pub(crate) struct Costs {
     pub(crate) serial: f64,
     /// Extra cost of a tracked access over a plain one.
     pub(crate) access: f64,
-    /// One clock read (removed from recorded times).
-    pub(crate) clock: f64,
+    /// What recording an access or a checkpoint adds to a profiled epoch (removed
+    /// from recorded times).
+    pub(crate) recording: EventCosts,
     /// Unwinding a running epoch to its runner after a violation.
     pub(crate) rollback: f64,
     /// Extra cost of a speculative write over a plain one (a new version).
@@ -48,25 +51,18 @@ fn calibrate() -> Costs {
     }
     let clock = t.elapsed().as_nanos() as f64 / N as f64;
 
-    // A tracked read in a speculative (not homefree) epoch against a plain read.
-    let v = crate::SpecVec::from(vec![0u64; N]);
-    let t = Instant::now();
-    for i in 0..N {
-        std::hint::black_box(v.get(i));
-    }
-    let plain = t.elapsed().as_nanos() as f64 / N as f64;
+    // A tracked read in a speculative (not homefree) epoch against a plain read, in
+    // no order over more slots than a core's caches hold (see `READS`).
+    let v = crate::SpecVec::from(vec![0u64; READS]);
+    let plain = timed_reads(&v);
     let ring = EpochRing::new(2);
-    let tag = make_tag(u32::MAX, 1);
+    let tag = make_tag(super::run_serial(), 1);
     ring.slot(1).reset(tag);
     let watermark = AtomicU64::new(0);
     let cx = EpochCx::new(tag, &ring, &watermark);
     let tracked = {
         let _current = CurrentGuard::set(Some(&cx));
-        let t = Instant::now();
-        for i in 0..N {
-            std::hint::black_box(v.get(i));
-        }
-        t.elapsed().as_nanos() as f64 / N as f64
+        timed_reads(&v)
     };
     // A speculative write creating a new version, and its commit, against a plain
     // write, on locations no epoch wrote before.
@@ -91,6 +87,7 @@ fn calibrate() -> Costs {
     drop(cx);
     drop(v);
     drop(fresh);
+    let recording = recording_costs(clock, plain_write);
 
     // Epochs of about 2 us of work on two threads, one iteration each: what an epoch
     // costs beyond its work (claiming, starting, publishing and committing it: mostly
@@ -171,8 +168,87 @@ fn calibrate() -> Costs {
         epoch: per_epoch,
         serial,
         access: (tracked - plain).max(0.0),
-        clock,
+        recording,
     }
+}
+
+/// What profile mode's recording adds per event: the noting of `N` reads (a clock
+/// read and an entry; the read itself is a plain one), and `N` writes in a profiled
+/// epoch as `run_profiled` makes them (homefree, in place, each noted) against the
+/// plain ones measured before (`plain_write`); a checkpoint's clock read (`clock`).
+/// The recorder's list is cleared every [`EPOCH_EVENTS`] events, so that it stays in
+/// the cache as an epoch's does. All of it was in the recorded lengths before, where
+/// only the clock reads were taken out.
+fn recording_costs(clock: f64, plain_write: f64) -> EventCosts {
+    const N: usize = 20_000;
+    const EPOCH_EVENTS: usize = 128;
+    let v = crate::SpecVec::from(vec![0u64; N]);
+    let ring = EpochRing::new(1);
+    let tag = make_tag(super::run_serial(), 0);
+    ring.slot(0).reset(tag);
+    let watermark = AtomicU64::new(0);
+    let cx = EpochCx::new(tag, &ring, &watermark);
+    cx.set_homefree();
+    // A recorder that takes nothing out: this measures what it should.
+    *cx.profile.borrow_mut() = Some(Recorder::new(EventCosts::default(), EPOCH_EVENTS));
+    cx.profiling.set(true);
+    let clear = || {
+        if let Some(r) = cx.profile.borrow_mut().as_mut() {
+            r.clear();
+        }
+    };
+    let site = std::panic::Location::caller();
+    let (read, write) = {
+        let _current = CurrentGuard::set(Some(&cx));
+        let t = Instant::now();
+        for i in 0..N {
+            if i % EPOCH_EVENTS == 0 {
+                clear();
+            }
+            cx.note(i, false, site);
+        }
+        let read = t.elapsed().as_nanos() as f64 / N as f64;
+        let t = Instant::now();
+        for i in 0..N {
+            if i % EPOCH_EVENTS == 0 {
+                clear();
+            }
+            v.set(i, i as u64);
+        }
+        let write = t.elapsed().as_nanos() as f64 / N as f64;
+        cx.profiling.set(false);
+        drop(cx.profile.borrow_mut().take());
+        let _ = crate::memory::commit_epoch(&cx);
+        (read, write)
+    };
+    EventCosts {
+        read: read.max(clock),
+        write: (write - plain_write).max(clock),
+        checkpoint: clock,
+    }
+}
+
+/// Slots the calibration's reads go to, in no order (`timed_reads`): 8 MB of them.
+/// A tracked read takes its slot's lock, a locked instruction that waits for a cache
+/// miss where plain reads' misses overlap; calibrated on 20,000 slots read in order
+/// (every line prefetched), a tracked read cost 3-9 ns more than a plain one, where
+/// an outside probe's loops of many reads, each to a slot of its own, paid 10-20 ns
+/// (and the model predicted 1.6-1.9x on 2 cores for loops that ran at 1.1-1.7x).
+const READS: usize = 1 << 16;
+
+/// The time of one read of `v` (of [`READS`] slots), as the mean over a pass in a
+/// fixed order that no prefetcher follows, after a pass that brings in what fits.
+fn timed_reads(v: &crate::SpecVec<u64>) -> f64 {
+    // An odd step, so that the pass visits every slot once.
+    let at = |i: usize| (i * 40_503) % READS;
+    for i in 0..READS {
+        std::hint::black_box(v.get(at(i)));
+    }
+    let t = Instant::now();
+    for i in 0..READS {
+        std::hint::black_box(v.get(at(i)));
+    }
+    t.elapsed().as_nanos() as f64 / READS as f64
 }
 
 /// The median of `v` (sorted in place).

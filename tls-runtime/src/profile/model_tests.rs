@@ -7,7 +7,11 @@ const FREE: Costs = Costs {
     epoch: 0.0,
     serial: 0.0,
     access: 0.0,
-    clock: 0.0,
+    recording: super::super::recorder::EventCosts {
+        read: 0.0,
+        write: 0.0,
+        checkpoint: 0.0,
+    },
     rollback: 0.0,
     write: 0.0,
     commit_write: 0.0,

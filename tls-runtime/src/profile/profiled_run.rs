@@ -24,11 +24,11 @@ where
     St: Fn(I::Item) -> S,
     Sp: Fn(S) -> Step<S, R>,
 {
-    let clock = costs().clock;
+    let recording = costs().recording;
     let ring = EpochRing::new(1);
     let watermark = AtomicU64::new(0);
     let mut profiles = Vec::new();
-    let serial = u32::MAX - 1;
+    let serial = super::run_serial();
     for (index, item) in items.into_iter().enumerate() {
         let index = index as u64;
         watermark.store(index, crate::sync::Ordering::Relaxed);
@@ -36,7 +36,9 @@ where
         ring.slot(index).reset(tag);
         let cx = EpochCx::new(tag, &ring, &watermark);
         cx.set_homefree();
-        *cx.profile.borrow_mut() = Some(Recorder::new(clock));
+        // Room for as many events as the epoch before had, and a quarter more.
+        let expected = profiles.last().map_or(0, |p: &EpochProfile| p.events.len());
+        *cx.profile.borrow_mut() = Some(Recorder::new(recording, expected + expected / 4));
         cx.profiling.set(true);
         let _current = CurrentGuard::set(Some(&cx));
         let run = catch_unwind(AssertUnwindSafe(|| {
