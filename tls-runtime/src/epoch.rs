@@ -514,6 +514,13 @@ impl EpochCx {
         }
     }
 
+    /// Whether the epoch has written no version of its own (its writes so far, if
+    /// any, were made in place).
+    #[inline]
+    pub(crate) fn holds_no_versions(&self) -> bool {
+        self.writes.try_borrow().is_ok_and(|w| w.is_empty())
+    }
+
     /// Logs a new version of `slot` written by the access `a`.
     #[inline]
     pub(crate) fn log_write(&self, slot: *const dyn LoggedSlot, a: &Access<'_>) {

@@ -348,3 +348,63 @@ fn profile_mode_runs_with_violations_injected() {
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("INJECTED CHILD DONE"));
 }
+
+#[test]
+fn own_writes_child() {
+    if std::env::var_os("TLS_PROFILE_OWN_WRITES_CHILD").is_none() {
+        return;
+    }
+    // A write made inside another location's closure (values with drop glue run
+    // `with` under the slot's lock) is a version of the epoch's own, not a write in
+    // place: the read after it must see it.
+    let n = 50usize;
+    let names = SpecVec::from((0..n).map(|i| "x".repeat(i + 1)).collect::<Vec<String>>());
+    let lens = SpecVec::from(vec![0usize; n]);
+    let seen = SpecVec::from(vec![0usize; n]);
+    tls_runtime::for_each(0..n, |i| {
+        names.with(i, |s| lens.set(i, s.len()));
+        seen.set(i, lens.get(i));
+    });
+    assert_eq!(seen.into_vec(), (1..=n).collect::<Vec<_>>());
+    // A destructor that writes and reads back while the iteration's panic unwinds.
+    static READ_BACK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    struct Guard<'a>(&'a SpecVec<usize>);
+    impl Drop for Guard<'_> {
+        fn drop(&mut self) {
+            self.0.set(0, 7);
+            READ_BACK.store(self.0.get(0), std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let x = SpecVec::from(vec![0usize; 1]);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tls_runtime::for_each(0..1usize, |_| {
+            let _g = Guard(&x);
+            panic!("the iteration panics");
+        });
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(READ_BACK.load(std::sync::atomic::Ordering::SeqCst), 7);
+    println!("OWN WRITES CHILD DONE");
+}
+
+/// Profile mode reads committed values while an epoch holds no version of its own,
+/// and its own versions once it does (a write inside another location's closure, or
+/// while a panic unwinds): the read after such a write saw the value before it.
+#[test]
+fn profile_mode_reads_see_the_epochs_own_writes() {
+    let _turn = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "own_writes_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TLS_PROFILE_OWN_WRITES_CHILD", "1")
+        .env("TLS_MODE", "profile")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OWN WRITES CHILD DONE"));
+}

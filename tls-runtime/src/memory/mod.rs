@@ -7,7 +7,8 @@
 //! The functions here route an access to the committed value (outside any epoch: no
 //! bookkeeping, and for small values without drop glue no lock either, see
 //! `Slot::read_committed`) or through the speculative protocol of `slot` (inside an
-//! epoch).
+//! epoch; a profile-mode epoch that holds no version of its own reads the committed
+//! value too, see `read_in_epoch`).
 //!
 //! A container created inside an epoch is private to that epoch until the next
 //! checkpoint: no other epoch can reach it yet, except through a write of this epoch
@@ -97,7 +98,8 @@ fn erase<'a, T: 'a>(slot: &'a Slot<T>) -> *const dyn LoggedSlot {
     unsafe { core::mem::transmute::<*const (dyn LoggedSlot + 'a), *const dyn LoggedSlot>(p) }
 }
 
-/// Reads `slot` through `f`, speculatively when an epoch runs on this thread.
+/// Reads `slot` through `f`, speculatively when an epoch runs on this thread (but for
+/// profile mode's epochs while they hold no version of their own).
 ///
 /// Always inlined, so that a read outside any loop is the thread-local check and the
 /// committed read at the call site; the speculative path is a call.
@@ -124,14 +126,17 @@ fn read_in_epoch<T, R>(
 ) -> R {
     if cx.profiling.get() {
         cx.note(slot as *const Slot<T> as usize, false, load);
-        // Profile mode's epochs run one at a time, in order, homefree: they read
-        // as plain code does (after a delayed call of theirs has run, as below).
+        // Profile mode's epochs run one at a time, in order, homefree: while one
+        // holds no version of its own (it writes in place once it publishes, at its
+        // first write, unless that write is made inside another location's closure
+        // or while a panic unwinds) and no delayed call of its own waits, the
+        // committed value is what it would see, and it reads as plain code does.
         // Through the tracked path (the slot's lock taken, a reader record), a read
         // cost 50 to 110 ns more than a plain one, by the loop's access pattern, too
         // much and too varied to take out of an epoch's recorded length: a loop of
         // 100 reads per 2 us iteration was recorded at 3 to 6 us an iteration, and
         // predicted 1.6-1.8x on 2 cores where it ran at 1.1-1.3x.
-        if !cx.delayed_call_pending() {
+        if !cx.delayed_call_pending() && cx.holds_no_versions() {
             return slot.read_committed(f);
         }
     }

@@ -29,12 +29,14 @@ pub(crate) use recorder::Recorder;
 /// loop, a calibration's epochs): counted down from the top, where the serials of
 /// speculative loops (counted up from 1, `live_loops`) do not reach, and never
 /// registered as running. Reader records a run leaves in slots are then dead to every
-/// later one (`memory/slot/state.rs`, `is_live`). With one serial for every profiled
-/// run, the records of an earlier run's later epochs counted as live in the next run
-/// until its epochs passed their index, piled up in slots that many epochs read, and
-/// each read went through them: a loop of 100 reads of a 20,000-element vector per
-/// 2 us iteration recorded 7 to 17 us an iteration against 2.4 us plain (an outside
-/// probe's loops predicted 1.6-1.8x on 2 cores and ran at 1.1-1.35x).
+/// later one (`memory/slot/state.rs`, `is_live`), and two threads profiling at once
+/// never take each other's versions for their own loop's. With one serial for every
+/// profiled run, the records of an earlier run's later epochs counted as live in the
+/// next run until its epochs passed their index, piled up in slots that many epochs
+/// read, and each read went through them: a loop of 100 reads of a 20,000-element
+/// vector per 2 us iteration recorded 7 to 17 us an iteration against 2.4 us plain
+/// (profile mode's reads then all took the tracked path; they now do only while an
+/// epoch holds versions of its own).
 pub(crate) fn run_serial() -> u32 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
     NEXT.fetch_sub(1, std::sync::atomic::Ordering::Relaxed)

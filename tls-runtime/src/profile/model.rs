@@ -245,6 +245,9 @@ pub(super) fn simulate_replay(
         // Set when the epoch ended violated and re-runs once it is homefree, on
         // whichever thread commits the epoch before it: (re-run start, its length).
         let mut rerun: Option<(f64, f64)> = None;
+        // Where the epoch resumes after a restart (a segment's start, as recorded
+        // times scaled): the synchronized loads before it were waited at already.
+        let mut resumed_at = 0.0f64;
         loop {
             // The earliest violating write, and the earliest segment with a violated
             // read.
@@ -252,7 +255,7 @@ pub(super) fn simulate_replay(
             let mut earliest_seg = usize::MAX;
             let mut seg = 0usize;
             let mut index = 0u64;
-            let shifts = waits.shifts(t0, scale, &commit);
+            let shifts = waits.shifts(t0, scale, &commit, resumed_at);
             let stall = SyncWaits::total(&shifts);
             for ev in &e.events {
                 if ev.kind != AccessKind::Checkpoint {
@@ -373,6 +376,7 @@ pub(super) fn simulate_replay(
                 // The first run's thread is free when its body ends.
                 free[slot] = t0 + dur + stall;
                 t0 = homefree - seg_start;
+                resumed_at = seg_start;
                 break;
             };
             let lost = noticed - (t0 + seg_start);
@@ -386,8 +390,9 @@ pub(super) fn simulate_replay(
                 break;
             }
             t0 = new_t0;
+            resumed_at = seg_start;
         }
-        let shifts = waits.shifts(t0, scale, &commit);
+        let shifts = waits.shifts(t0, scale, &commit, resumed_at);
         let finish = t0 + dur + SyncWaits::total(&shifts);
         for ev in &e.events {
             if ev.kind == AccessKind::Write {
@@ -485,13 +490,19 @@ impl SyncWaits {
 
     /// For offset 0 at `t0`, each load's wait added to those before it: everything
     /// from a load on moves by its entry. `scale` stretches recorded offsets as the
-    /// replay does; `commit` holds the earlier epochs' commit times.
-    fn shifts(&self, t0: f64, scale: f64, commit: &[f64]) -> Vec<f64> {
+    /// replay does; `commit` holds the earlier epochs' commit times. Loads before
+    /// `from` (the start of the segment a restarted epoch resumes from) wait no
+    /// more: the run that reached them waited there, and a re-run once homefree has
+    /// nothing to wait for (counted from its segment's start, such a load would
+    /// seem to come before the commit it waited for).
+    fn shifts(&self, t0: f64, scale: f64, commit: &[f64], from: f64) -> Vec<f64> {
         let mut shift = 0.0;
         self.at
             .iter()
             .map(|&(at, i)| {
-                shift += (commit[i] - (t0 + at * scale + shift)).max(0.0);
+                if at * scale >= from {
+                    shift += (commit[i] - (t0 + at * scale + shift)).max(0.0);
+                }
                 shift
             })
             .collect()
