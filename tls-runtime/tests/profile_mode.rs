@@ -332,21 +332,23 @@ fn injected_child() {
 /// `TLS_MODE=profile`): the calibration's own epochs are not injected into.
 #[test]
 fn profile_mode_runs_with_violations_injected() {
+    let out = profiled_child("injected_child", "TLS_PROFILE_INJECT_CHILD");
+    assert!(out.contains("INJECTED CHILD DONE"));
+}
+
+/// Runs this binary's test `test` alone in a child process in profile mode, with
+/// `var` set (the test's switch), after the children before it; its output, once it
+/// has passed.
+fn profiled_child(test: &str, var: &str) -> String {
     let _turn = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "injected_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("TLS_PROFILE_INJECT_CHILD", "1")
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(var, "1")
         .env("TLS_MODE", "profile")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("INJECTED CHILD DONE"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -392,19 +394,6 @@ fn own_writes_child() {
 /// while a panic unwinds): the read after such a write saw the value before it.
 #[test]
 fn profile_mode_reads_see_the_epochs_own_writes() {
-    let _turn = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "own_writes_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("TLS_PROFILE_OWN_WRITES_CHILD", "1")
-        .env("TLS_MODE", "profile")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("OWN WRITES CHILD DONE"));
+    let out = profiled_child("own_writes_child", "TLS_PROFILE_OWN_WRITES_CHILD");
+    assert!(out.contains("OWN WRITES CHILD DONE"));
 }
