@@ -15,6 +15,8 @@ fn tally(epochs: u32, items: u64, rolled_back: u32, useful: Duration) -> Tally {
         items,
         rolled_back,
         useful,
+        work: useful,
+        cheapest_item_ns: f64::INFINITY,
     }
 }
 
@@ -556,3 +558,4 @@ fn a_site_waiting_for_its_own_calls_gets_one_iteration_an_epoch_only_where_that_
 
 mod in_order_cost;
 mod in_order_stretch;
+mod uneven;

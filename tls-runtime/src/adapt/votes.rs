@@ -15,6 +15,9 @@ pub(crate) struct Votes {
     items: u64,
     /// The work the epochs took, each by its own clock (see [`Votes::epoch`]).
     epoch_time: Duration,
+    /// The least work an iteration took in an epoch that did not roll back, in
+    /// nanoseconds (see [`Tally::cheapest_item_ns`]).
+    cheapest_item_ns: f64,
     /// When the window started, and the thread's blocked (waiting, idle, or waiting
     /// at synchronized loads) and wasted time then.
     since: Instant,
@@ -34,6 +37,7 @@ impl Votes {
             rolled_back: 0,
             items: 0,
             epoch_time: Duration::ZERO,
+            cheapest_item_ns: f64::INFINITY,
             since: Instant::now(),
             blocked_before: Duration::ZERO,
             wasted_before: Duration::ZERO,
@@ -70,6 +74,7 @@ impl Votes {
             self.rolled_back = 0;
             self.items = 0;
             self.epoch_time = Duration::ZERO;
+            self.cheapest_item_ns = f64::INFINITY;
             self.since = Instant::now();
             self.blocked_before = ts.wait + ts.idle + ts.synced_wait;
             self.wasted_before = ts.wasted;
@@ -78,6 +83,10 @@ impl Votes {
         self.rolled_back += u32::from(rolled_back);
         self.items += items as u64;
         self.epoch_time += useful;
+        if !rolled_back && items > 0 {
+            let per_item = useful.as_nanos() as f64 / items as f64;
+            self.cheapest_item_ns = self.cheapest_item_ns.min(per_item);
+        }
         if self.epochs >= WINDOW || (self.epochs.is_power_of_two() && self.far_behind(site)) {
             self.flush(site, window, ts);
         }
@@ -105,6 +114,8 @@ impl Votes {
                 items: self.items,
                 rolled_back: self.rolled_back,
                 useful,
+                work: self.epoch_time,
+                cheapest_item_ns: self.cheapest_item_ns,
             };
             window.vote(site, tally, self.helper);
             if self.tune_chunk {
@@ -116,6 +127,7 @@ impl Votes {
             self.rolled_back = 0;
             self.items = 0;
             self.epoch_time = Duration::ZERO;
+            self.cheapest_item_ns = f64::INFINITY;
             self.since = Instant::now();
         }
     }

@@ -235,6 +235,7 @@ where
     }
 
     fn leave(&self) {
+        self.window.helper_left();
         self.inside.leave();
     }
 

@@ -1,0 +1,161 @@
+//! Loops whose iterations cost very differently: the in-order cost a window is judged
+//! against, and the windows a worker busy with a long epoch has not voted in yet
+//! (split from `tests.rs`, whose clock and tallies they use).
+
+use super::*;
+use crate::adapt::site::MEASURES;
+use crate::adapt::window::in_order_estimate_ns;
+
+/// A site whose measuring stretches found `per_item_ns` an iteration.
+fn measured_site(per_item_ns: u64) -> LoopSite {
+    let site = LoopSite::new();
+    for _ in 0..MEASURES {
+        site.note_measured(Duration::from_nanos(per_item_ns * 1000), 1000);
+    }
+    assert_eq!(site.in_order_per_item(), Some(per_item_ns as f64));
+    site
+}
+
+/// A tally of `epochs` epochs of `items` iterations in all, its thread busy for
+/// `busy` and its epochs' own work `work`, the cheapest iteration `cheapest_ns`.
+fn tally_of(epochs: u32, items: u64, busy: Duration, work: Duration, cheapest_ns: f64) -> Tally {
+    Tally {
+        work,
+        cheapest_item_ns: cheapest_ns,
+        ..tally(epochs, items, 0, busy)
+    }
+}
+
+/// Two windows of 1 ms, each thread committing `per_thread` in it; whether the site
+/// then runs in order.
+fn two_windows(site: &LoopSite, per_thread: Tally) -> bool {
+    let (clock, w) = (Clock::new(), Window::new(2));
+    for _ in 0..2 {
+        clock.open(&w);
+        w.helper_joined_at(clock.0.get());
+        clock.advance(Duration::from_millis(1));
+        let now = clock.0.get();
+        w.vote_at(site, per_thread, true, now);
+        w.vote_at(site, per_thread, false, now);
+        w.helper_left();
+    }
+    site.in_order()
+}
+
+#[test]
+fn the_in_order_estimate_takes_the_dear_iterations_from_the_epochs_work() {
+    // Iterations alike: the measured cost per iteration (the epochs' work, 10% above
+    // it by tracking, says the same).
+    assert_eq!(
+        in_order_estimate_ns(100, 3000.0, 330_000.0, 3300.0),
+        300_000.0
+    );
+    // Three iterations in a hundred 100 times dearer: measured on cheap ones, the
+    // cost per iteration says 300 us; the epochs' work (3 x 300 us more), less what
+    // tracking adds, says what the in-order loop would take.
+    let est = in_order_estimate_ns(100, 3000.0, 1_230_000.0, 3100.0);
+    assert!((est - 1_230_000.0 * 3000.0 / 3100.0).abs() < 1.0, "{est}");
+    // Tracking far dearer than the work (a 100 ns iteration took 125 us in its
+    // epoch): the scale factor keeps the estimate at the measured cost.
+    let est = in_order_estimate_ns(16, 100.0, 2_000_000.0, 125_000.0);
+    assert!((est - 1600.0).abs() < 1.0, "{est}");
+    // An epoch cheaper per iteration than the measured cost (the measuring stretch
+    // met a dear iteration): the second estimate is the epochs' work at most, and
+    // the first stands.
+    assert_eq!(
+        in_order_estimate_ns(10, 50_000.0, 100_000.0, 1000.0),
+        500_000.0
+    );
+    assert_eq!(in_order_estimate_ns(1000, 10.0, 100_000.0, 1.0), 100_000.0);
+    // No clean epoch (every one rolled back): the measured cost alone.
+    assert_eq!(
+        in_order_estimate_ns(100, 3000.0, 9e9, f64::INFINITY),
+        300_000.0
+    );
+    assert_eq!(in_order_estimate_ns(100, 3000.0, 9e9, 0.0), 300_000.0);
+}
+
+#[test]
+fn windows_holding_a_few_dear_iterations_are_judged_by_their_work() {
+    // 3 us iterations measured; in each 1 ms window every thread committed 40
+    // iterations in 0.95 ms of work, a few of them 100 times dearer than the rest.
+    // The in-order loop would have taken about 1.84 ms for the window's work (1.84
+    // times slower); by iterations times 3 us it would have taken 0.24 ms, and
+    // the window looked four times slower than in order.
+    let busy = Duration::from_micros(950);
+    let site = measured_site(3000);
+    assert!(!two_windows(
+        &site,
+        tally_of(WINDOW, 40, busy, busy, 3100.0)
+    ));
+    // Without the epochs' work to go by, the same windows were judged not to pay.
+    let site = measured_site(3000);
+    assert!(two_windows(
+        &site,
+        tally_of(WINDOW, 40, busy, busy, f64::INFINITY)
+    ));
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+}
+
+#[test]
+fn overhead_on_short_iterations_is_judged_by_the_in_order_cost_still() {
+    // 100 ns iterations, one an epoch, each epoch 125 us of tracking and commit:
+    // both threads busy all along on 16 iterations, 1.6 us of the plain loop's work.
+    let busy = Duration::from_millis(1);
+    let site = measured_site(100);
+    assert!(two_windows(
+        &site,
+        tally_of(WINDOW, 8, busy, busy, 125_000.0)
+    ));
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+}
+
+#[test]
+fn a_worker_in_the_run_that_has_not_voted_is_waited_for() {
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    // A window both threads voted in, judged: the next one starts without votes.
+    clock.advance(Duration::from_millis(1));
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), true);
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), false);
+    assert_eq!(w.epochs.load(Relaxed), 0, "judged");
+    assert!(!site.in_order());
+    // The worker is in a long epoch; the caller fills the window alone, and waits
+    // past WAIT_FOR_HELPERS: no verdict, the worker's vote will come.
+    clock.advance(WAIT_FOR_HELPERS * 3);
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(3), false);
+    assert_eq!(
+        w.epochs.load(Relaxed),
+        2 * WINDOW,
+        "judged without the worker in it"
+    );
+    assert!(!site.in_order());
+    // It comes: the window is judged on both threads' work.
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_millis(3), true);
+    assert_eq!(w.epochs.load(Relaxed), 0, "judged");
+    assert!(!site.in_order());
+    // A worker that left the run is not waited for: the caller alone gained
+    // nothing, and the site runs in order for want of workers.
+    w.helper_left();
+    clock.advance(WAIT_FOR_HELPERS * 2);
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(2), false);
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::NoWorkers);
+}
+
+#[test]
+fn a_window_is_credited_with_its_epochs_work_where_busy_time_misses_it() {
+    // No in-order cost known. Each thread committed epochs holding 0.95 ms of work
+    // in the 1 ms window, but its busy time counts only from its first commit in
+    // the window (after a long epoch, a burst of commits): 0.3 ms.
+    let (busy, work) = (Duration::from_micros(300), Duration::from_micros(950));
+    let site = LoopSite::new();
+    assert!(!two_windows(
+        &site,
+        tally_of(WINDOW, 40, busy, work, 3100.0)
+    ));
+    // Judged by busy time alone, the windows did not pay.
+    let site = LoopSite::new();
+    assert!(two_windows(&site, tally_of(WINDOW, 40, busy, busy, 3100.0)));
+}
