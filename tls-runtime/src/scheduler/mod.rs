@@ -110,6 +110,7 @@ where
     let window = threads * EPOCHS_PER_THREAD;
     let ring = EpochRing::new(window).synchronizing(&site.synced);
     let sized_items = iter.size_hint().0;
+    site.run_starts();
     let run_items = site.run_length(sized_items);
     let live = LiveLoop::start();
     let done = (0..ring.len())

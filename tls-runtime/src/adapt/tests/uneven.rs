@@ -159,3 +159,50 @@ fn a_window_is_credited_with_its_epochs_work_where_busy_time_misses_it() {
     let site = LoopSite::new();
     assert!(two_windows(&site, tally_of(WINDOW, 40, busy, busy, 3100.0)));
 }
+
+#[test]
+fn a_stretch_carried_from_a_run_that_also_paid_is_cut_short_at_the_next_run() {
+    // A run whose first windows paid and whose later ones failed (the loop turned
+    // into a chain on the way): the failed probes doubled its stretch.
+    let site = LoopSite::new();
+    site.run_starts();
+    site.judge(Verdict::Paid);
+    for _ in 0..8 {
+        site.judge(Verdict::Lost);
+        site.ran_in_order(site.in_order_budget() - 1);
+        assert!(site.in_order());
+        site.ran_in_order(1);
+    }
+    site.judge(Verdict::Lost);
+    let carried = site.in_order_budget();
+    assert!(carried > 4 * MIN_BACKOFF, "{carried}");
+    // The next run starts: it probes after MIN_BACKOFF epochs, not `carried`.
+    site.run_starts();
+    assert!(site.in_order());
+    assert_eq!(site.in_order_budget(), MIN_BACKOFF);
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+    // A run that never paid: its stretch runs on into the next.
+    let site = LoopSite::new();
+    site.run_starts();
+    for _ in 0..8 {
+        site.judge(Verdict::Lost);
+        site.ran_in_order(site.in_order_budget());
+    }
+    site.judge(Verdict::Lost);
+    let carried = site.in_order_budget();
+    site.run_starts();
+    assert_eq!(site.in_order_budget(), carried);
+    // Nor is a stretch held back for want of workers (it ends when one comes).
+    let site = LoopSite::new();
+    site.judge(Verdict::Paid);
+    for _ in 0..8 {
+        site.judge(Verdict::Lost);
+        site.ran_in_order(site.in_order_budget());
+    }
+    site.judge(Verdict::Alone);
+    let carried = site.in_order_budget();
+    assert!(carried > MIN_BACKOFF, "{carried}");
+    site.run_starts();
+    assert_eq!(site.held_back(), HeldBack::NoWorkers);
+    assert_eq!(site.in_order_budget(), carried);
+}
