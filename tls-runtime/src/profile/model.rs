@@ -572,7 +572,9 @@ const RACE_SHARE: f64 = 0.05;
 pub(super) const IN_ORDER_RATIO: f64 = 0.97;
 
 #[cfg(test)]
-use super::predict::{chunked, predict_chunked, simulate_varied, synchronized, with_distances};
+use super::predict::{
+    chunked, chunked_adaptively, predict_chunked, simulate_varied, synchronized, with_distances,
+};
 
 #[cfg(test)]
 #[path = "model_tests.rs"]

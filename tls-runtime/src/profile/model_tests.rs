@@ -1,7 +1,7 @@
 //! Tests of the speedup model (`model.rs`).
 
 use super::*;
-use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
+use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH, run_chunk};
 
 const FREE: Costs = Costs {
     epoch: 0.0,
@@ -290,6 +290,57 @@ fn automatic_chunks_are_evened_out_as_the_runtime_cuts_them() {
     assert_eq!(even, [300.0, 300.0, 200.0, 200.0]);
     let set: Vec<f64> = chunked(&items, 3, None).iter().map(|e| e.dur).collect();
     assert_eq!(set, [300.0, 300.0, 300.0, 100.0]);
+}
+
+#[test]
+fn quiet_chunks_follow_the_windows_as_the_runtime_tunes_them() {
+    // 2 us iterations, one in a hundred 1 ms long (every 100th, from the 50th).
+    let items: Vec<_> = (0..4000)
+        .map(|i| epoch(if i % 100 == 50 { 1_000_000.0 } else { 2_000.0 }, &[]))
+        .collect();
+    let per_item = QUIET_TARGET_EPOCH.as_nanos() as usize / 2_000;
+    let epochs = chunked_adaptively(&items, 4, 4, 2, 0.0);
+    // Every iteration once, in order.
+    let total: f64 = epochs.iter().map(|e| e.dur).sum();
+    assert_eq!(total, items.iter().map(|e| e.dur).sum::<f64>());
+    // The first window's epochs hold the chunk it started with; a window of short
+    // iterations only then sets the quiet target's chunk, and one holding a long
+    // iteration a far shorter one.
+    assert!(epochs[..8].iter().all(|e| e.dur == 8_000.0));
+    // (An epoch's iterations: its short ones, and its long one if any.)
+    let sizes: Vec<usize> = epochs
+        .iter()
+        .map(|e| (e.dur as usize % 1_000_000) / 2_000 + usize::from(e.dur >= 1_000_000.0))
+        .collect();
+    assert!(sizes.contains(&per_item), "{sizes:?}");
+    assert!(
+        sizes.iter().any(|&s| s > 1 && s < per_item / 4),
+        "{sizes:?}"
+    );
+    // Chunked by the mean (12 us an iteration), the epochs behind a long one cover
+    // a tenth of it; as the runtime chunks them, far more: a better prediction.
+    let by_mean = predict(
+        &chunked(&items, per_item * 2_000 / 12_000, Some(2)),
+        2,
+        &FREE,
+    );
+    let adaptive = predict(&epochs, 2, &FREE);
+    assert!(adaptive < 0.9 * by_mean, "{adaptive} vs {by_mean}");
+    // And the prediction takes those epochs.
+    let predicted = predict_chunked(&items, 2, &FREE, None).time;
+    assert!(predicted < 0.9 * by_mean, "{predicted} vs {by_mean}");
+    // Iterations alike: the chunk stays where it started when that is the target's
+    // (the run's plan evens the epochs out to within one iteration).
+    let alike: Vec<_> = (0..1000).map(|_| epoch(2_000.0, &[])).collect();
+    let sizes: Vec<f64> = chunked_adaptively(&alike, per_item, 5, 2, 0.0)
+        .iter()
+        .map(|e| e.dur / 2_000.0)
+        .collect();
+    let planned: Vec<f64> = chunked(&alike, run_chunk(per_item, 5, 1000, 2), Some(2))
+        .iter()
+        .map(|e| e.dur / 2_000.0)
+        .collect();
+    assert_eq!(sizes, planned);
 }
 
 #[test]
