@@ -34,6 +34,13 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_micros(50);
 /// is judged without (a parked worker takes tens of microseconds to wake, a new one
 /// longer).
 pub(crate) const WAIT_FOR_HELPERS: Duration = Duration::from_millis(1);
+/// How long a window waits for the vote of a worker that is in the run but has not
+/// voted in it (busy with a long epoch, or with epochs queued behind one) before it
+/// is judged without: long enough for iterations of a millisecond or two and the
+/// commits queued behind them, short enough that a worker the OS has taken off its
+/// CPU (a scheduler tick is 4 ms) does not leave the caller speculating alone, at
+/// speculation's cost, for long.
+pub(crate) const WAIT_FOR_VOTE: Duration = Duration::from_millis(10);
 /// A site whose iterations took less than this each in their epochs (tracking
 /// included) measures the plain loop's cost (see `Verdict::Measure`): tracking may
 /// cost more than the second thread gains.
@@ -341,10 +348,14 @@ impl Window {
         // vote will come, and a window judged without it would be judged "alone"
         // with a worker at work (a loop whose iterations took 3 us, and 50 to 400
         // us one time in thirty, ran stretches of 32 to 128 epochs in order "for
-        // want of a worker" in half its runs).
-        if wall < MIN_WINDOW
-            || (helpers == 0 && (wall < WAIT_FOR_HELPERS || self.inside.load(Relaxed) > 0))
-        {
+        // want of a worker" in half its runs). It is waited for up to
+        // WAIT_FOR_VOTE.
+        let wait = if self.inside.load(Relaxed) > 0 {
+            WAIT_FOR_VOTE
+        } else {
+            WAIT_FOR_HELPERS
+        };
+        if wall < MIN_WINDOW || (helpers == 0 && wall < wait) {
             return;
         }
         let wall = wall.as_nanos() as f64;

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::adapt::site::MEASURES;
-use crate::adapt::window::in_order_estimate_ns;
+use crate::adapt::window::{WAIT_FOR_VOTE, in_order_estimate_ns};
 
 /// A site whose measuring stretches found `per_item_ns` an iteration.
 fn measured_site(per_item_ns: u64) -> LoopSite {
@@ -135,6 +135,18 @@ fn a_worker_in_the_run_that_has_not_voted_is_waited_for() {
     clock.vote(&w, &site, WINDOW, 0, Duration::from_millis(3), true);
     assert_eq!(w.epochs.load(Relaxed), 0, "judged");
     assert!(!site.in_order());
+    // A worker in the run that does not vote for WAIT_FOR_VOTE (the OS took it off
+    // its CPU) is not waited for longer.
+    clock.advance(WAIT_FOR_VOTE);
+    clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(10), false);
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::NoWorkers);
+    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
+    clock.open(&w);
+    w.helper_joined_at(clock.0.get());
+    clock.advance(Duration::from_millis(1));
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), true);
+    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), false);
     // A worker that left the run is not waited for: the caller alone gained
     // nothing, and the site runs in order for want of workers.
     w.helper_left();
