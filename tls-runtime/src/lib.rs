@@ -199,6 +199,7 @@ mod adapt;
 mod advice;
 mod config;
 mod control;
+mod cpu_clock;
 mod deferred;
 mod epoch;
 mod escape;

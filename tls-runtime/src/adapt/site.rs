@@ -123,8 +123,15 @@ pub struct LoopSite {
     worker_arrived: AtomicBool,
     /// When the current in-order stretch began ([`now_ns`]; 0: none).
     stretch_began: AtomicU64,
+    /// In-order stretches too short to count alone, pooled (see
+    /// [`LoopSite::note_in_order`]): their time in nanoseconds, and iterations.
+    pooled_ns: AtomicU64,
+    pooled_items: AtomicU64,
     /// A window of the site's current run paid (see [`LoopSite::run_starts`]).
     paid_in_run: AtomicBool,
+    /// The window the site's last run ended in before it filled, which the next
+    /// run's goes on from (see `Window::carry_to`).
+    partial: Mutex<Option<super::window::Partial>>,
     /// Loads that violate most epochs, where epochs wait instead (`synced.rs`).
     pub(crate) synced: super::SyncedLoads,
 }
@@ -204,7 +211,10 @@ impl LoopSite {
             held_back: AtomicU8::new(HeldBack::DidNotPay as u8),
             worker_arrived: AtomicBool::new(false),
             stretch_began: AtomicU64::new(0),
+            pooled_ns: AtomicU64::new(0),
+            pooled_items: AtomicU64::new(0),
             paid_in_run: AtomicBool::new(false),
+            partial: Mutex::new(None),
             synced: super::SyncedLoads::new(),
         }
     }
@@ -237,6 +247,16 @@ impl LoopSite {
         }
     }
 
+    /// Keeps the unfilled window a run ended in (`None`: it ended in none).
+    pub(super) fn keep_partial(&self, partial: Option<super::window::Partial>) {
+        *lock_std(&self.partial) = partial;
+    }
+
+    /// Takes the unfilled window the last run ended in.
+    pub(super) fn take_partial(&self) -> Option<super::window::Partial> {
+        lock_std(&self.partial).take()
+    }
+
     /// Whether epochs should now start only when homefree.
     #[inline]
     pub(crate) fn in_order(&self) -> bool {
@@ -244,10 +264,36 @@ impl LoopSite {
     }
 
     /// An in-order stretch ran `items` iterations in `spent`: the plain loop's cost
-    /// per iteration, as a running average (a short stretch says little: not
-    /// counted, unless it lasted [`MEASURE_FOR`](super::window::MEASURE_FOR), as a
-    /// measuring stretch of long iterations does).
+    /// per iteration, as a running average. Stretches of fewer than
+    /// [`MIN_MEASURED_ITEMS`] iterations (the runs of a short loop, each its own
+    /// stretch) are pooled until they add up to that many. (Counted alone once one
+    /// lasted [`MEASURE_FOR`](super::window::MEASURE_FOR), as a measuring stretch is,
+    /// only the short stretches the OS slowed were counted: 10-iteration runs of
+    /// 1 us iterations, on a machine other processes kept busy, read 3.7 us an
+    /// iteration, and a chain of them was judged 3 to 4 times faster than in order.)
     pub(crate) fn note_in_order(&self, spent: Duration, items: u64) {
+        if items == 0 {
+            return;
+        }
+        if items >= MIN_MEASURED_ITEMS {
+            self.note_stretch(spent, items);
+            return;
+        }
+        let ns = spent.as_nanos() as u64;
+        let pooled_ns = self.pooled_ns.fetch_add(ns, Relaxed) + ns;
+        let pooled = self.pooled_items.fetch_add(items, Relaxed) + items;
+        if pooled >= MIN_MEASURED_ITEMS {
+            self.pooled_ns.store(0, Relaxed);
+            self.pooled_items.store(0, Relaxed);
+            self.note_stretch(Duration::from_nanos(pooled_ns), pooled);
+        }
+    }
+
+    /// [`LoopSite::note_in_order`] for one stretch or a pool of them (a short one
+    /// says little: not counted, unless it lasted
+    /// [`MEASURE_FOR`](super::window::MEASURE_FOR), as a measuring stretch of long
+    /// iterations does).
+    fn note_stretch(&self, spent: Duration, items: u64) {
         if items == 0 || (items < MIN_MEASURED_ITEMS && spent < super::window::MEASURE_FOR) {
             return;
         }
@@ -288,7 +334,7 @@ impl LoopSite {
     pub(crate) fn note_measured(&self, spent: Duration, items: u64) {
         self.measures.fetch_add(1, Relaxed);
         let old = self.in_order_ps_per_item.load(Relaxed);
-        self.note_in_order(spent, items);
+        self.note_stretch(spent, items);
         let new = self.in_order_ps_per_item.load(Relaxed);
         if old != 0 && new > old {
             self.in_order_ps_per_item.store(old, Relaxed);

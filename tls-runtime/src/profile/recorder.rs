@@ -1,10 +1,11 @@
 //! Recording one epoch in profile mode: each tracked access and checkpoint with its
 //! time, and the epoch's duration (CPU time where the platform tells it).
 //!
-//! Nothing here depends on the rest of the crate: the epoch context holds a
-//! [`Recorder`] (as `crate::profile::Recorder`) without profile mode reaching back
-//! into the epoch.
+//! Nothing here depends on the rest of the crate but the CPU clock
+//! (`cpu_clock.rs`): the epoch context holds a [`Recorder`] (as
+//! `crate::profile::Recorder`) without profile mode reaching back into the epoch.
 
+use crate::cpu_clock::{cpu_clock_cost, thread_cpu_ns};
 use std::panic::Location;
 use std::time::Instant;
 
@@ -53,52 +54,6 @@ impl EpochProfile {
     pub(super) fn add_commit_work(&mut self, ns: f64) {
         self.commit_work += ns;
     }
-}
-
-/// This thread's CPU time in nanoseconds, where the platform tells it: an epoch's
-/// duration should not include the time the OS ran something else (on a busy
-/// machine that is often more than the epoch itself).
-fn thread_cpu_ns() -> Option<f64> {
-    #[cfg(target_os = "linux")]
-    {
-        #[repr(C)]
-        struct Timespec {
-            sec: i64,
-            nsec: i64,
-        }
-        unsafe extern "C" {
-            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-        }
-        const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-        let mut ts = Timespec { sec: 0, nsec: 0 };
-        // SAFETY: `ts` is a valid, writable `struct timespec` (two 64-bit fields on
-        // 64-bit Linux); the clock id is Linux's per-thread CPU clock.
-        let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        if rc == 0 && cfg!(target_pointer_width = "64") {
-            return Some(ts.sec as f64 * 1e9 + ts.nsec as f64);
-        }
-    }
-    None
-}
-
-/// The CPU time one read of the thread's CPU clock adds to the interval between two
-/// reads (its part after the first reading and before the second), measured once: a
-/// system call in some VMs, as long as a short epoch's accesses together.
-fn cpu_clock_cost() -> f64 {
-    static COST: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *COST.get_or_init(|| {
-        let mut deltas: Vec<f64> = (0..64)
-            .filter_map(|_| {
-                let first = thread_cpu_ns()?;
-                Some(thread_cpu_ns()? - first)
-            })
-            .collect();
-        if deltas.is_empty() {
-            return 0.0;
-        }
-        deltas.sort_by(f64::total_cmp);
-        deltas[deltas.len() / 2].max(0.0)
-    })
 }
 
 /// What recording one event adds to an epoch's time, by kind, in ns: taken out of

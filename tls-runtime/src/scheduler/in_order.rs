@@ -6,13 +6,14 @@ use super::claim::Claim;
 use super::{LoopEnding, Shared};
 use crate::adapt::{BLOCK, HeldBack, MEASURE_FOR, StretchCost, now_ns};
 use crate::control::{Control, Step, run_iteration};
+use crate::cpu_clock::{cpu_clock_cost, thread_cpu_ns};
 use crate::report::ThreadStats;
 use crate::run::in_order_body;
 use crate::trace::{self, SpanKind};
 use crate::workers::{self, Job};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl<It, S, R, St, Sp> Shared<'_, It, S, R, St, Sp>
 where
@@ -39,6 +40,13 @@ where
         let began_as = self.site.held_back();
         let watch = began_as == HeldBack::NoWorkers;
         let measuring = began_as == HeldBack::Measuring;
+        // A measuring stretch is timed by this thread's CPU clock: the cost it
+        // measures is what every later window is judged against, and one taken
+        // while the OS ran something else on this CPU (a machine kept busy by other
+        // processes) read 8 us an iteration of a loop whose iterations took 1.7;
+        // the site then judged a chain of them, each epoch waiting for the one
+        // before, 2.3 to 4.9 times faster than in order, and kept speculating.
+        let cpu0 = if measuring { thread_cpu_ns() } else { None };
         let mut n = 0;
         let mut cost = StretchCost::new(now_ns(), self.site.in_order_ps());
         let mut dearer = false;
@@ -102,7 +110,13 @@ where
             self.watermark.store(c.next, Ordering::Release);
         }
         if measuring {
-            self.site.note_measured(t0.elapsed(), n);
+            let spent = match (cpu0, thread_cpu_ns()) {
+                (Some(a), Some(b)) if b > a => {
+                    Duration::from_nanos((b - a - cpu_clock_cost()).max(0.0) as u64)
+                }
+                _ => t0.elapsed(),
+            };
+            self.site.note_measured(spent, n);
         } else if dearer {
             self.site.iterations_got_dearer(cost.last_ps());
         } else {

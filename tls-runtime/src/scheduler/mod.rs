@@ -143,6 +143,7 @@ where
         start,
         step,
     };
+    shared.window.resume_from(site);
     live.attach(&shared.ring);
     let board = Board::new(&shared.watermark, &shared.ring, label.name, label.location);
     let watching = live.watch(&board);
@@ -150,6 +151,7 @@ where
         let _published = workers::publish(&shared);
         shared.participate(true);
     }
+    shared.window.carry_to(site);
     drop(watching);
     let mut stats = core::mem::take(&mut *lock(&shared.stats));
     stats.stuck_zombies += board.stuck();

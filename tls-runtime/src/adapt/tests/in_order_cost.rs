@@ -112,13 +112,13 @@ fn a_site_of_short_iterations_measures_the_plain_loops_cost_once_and_is_judged_b
     assert!(!site.in_order(), "measured before it had speculated long");
     // A measuring stretch of long iterations counts once it lasted `MEASURE_FOR`,
     // however few iterations it ran.
-    site.note_in_order(MEASURE_FOR, 1);
+    site.note_measured(MEASURE_FOR, 1);
     assert_eq!(
         site.in_order_per_item(),
         Some(MEASURE_FOR.as_nanos() as f64)
     );
     let site = LoopSite::new();
-    site.note_in_order(MEASURE_FOR / 2, 1);
+    site.note_measured(MEASURE_FOR / 2, 1);
     assert_eq!(site.in_order_per_item(), None);
     // Of the measuring stretches, the least cost stands (a disturbed one reads
     // long), and a site takes `MEASURES` of them.

@@ -218,3 +218,60 @@ fn a_stretch_carried_from_a_run_that_also_paid_is_cut_short_at_the_next_run() {
     assert_eq!(site.held_back(), HeldBack::NoWorkers);
     assert_eq!(site.in_order_budget(), carried);
 }
+
+#[test]
+fn a_window_goes_on_across_runs_too_short_to_fill_it() {
+    // Runs of 10 epochs (5 a thread) on two threads, a window being 16: each run's
+    // unfilled window is carried to the next run, without the time between runs.
+    let runs = |site: &LoopSite, busy_per_run: Duration| {
+        let clock = Clock::new();
+        // Nine runs: four windows judged, and half of one left over.
+        for _ in 0..9 {
+            let w = Window::new(2);
+            w.resume_from_at(site, clock.0.get());
+            w.helper_joined_at(clock.0.get());
+            clock.advance(Duration::from_micros(100));
+            let now = clock.0.get();
+            let half = tally(5, 5, 0, busy_per_run / 2);
+            w.vote_at(site, half, true, now);
+            w.vote_at(site, half, false, now);
+            w.helper_left();
+            w.carry_to_at(site, now);
+            // A second between runs: counted, it would make every window slow.
+            clock.advance(Duration::from_secs(1));
+        }
+    };
+    // Both threads busy in every run: the windows pay, however long the gaps.
+    let site = LoopSite::new();
+    runs(&site, Duration::from_micros(190));
+    assert!(!site.in_order());
+    assert!(site.take_partial().is_some_and(|p| p.epochs == 10));
+    // One thread's worth of work in every run (a chain): judged across the runs, the
+    // site runs in order.
+    let site = LoopSite::new();
+    runs(&site, Duration::from_micros(100));
+    assert!(site.in_order());
+    assert_eq!(site.held_back(), HeldBack::DidNotPay);
+    // A run that ends with its window judged leaves nothing to carry.
+    let (site, w) = (LoopSite::new(), Window::new(2));
+    w.carry_to_at(&site, Instant::now());
+    assert!(site.take_partial().is_none());
+}
+
+#[test]
+fn short_in_order_stretches_are_pooled_not_picked_by_their_length() {
+    // Runs of 10 iterations of 1 us, each its own in-order stretch; one in three
+    // slowed by the OS to 40 us. Counted alone only once they reached MEASURE_FOR,
+    // the slowed ones alone would set the cost: 4 us an iteration.
+    let site = LoopSite::new();
+    for run in 0..30 {
+        let spent = if run % 3 == 1 { 40 } else { 10 };
+        site.note_in_order(Duration::from_micros(spent), 10);
+    }
+    let per_item = site.in_order_per_item().expect("measured");
+    assert!((1000.0..=2600.0).contains(&per_item), "{per_item}");
+    // A stretch of long iterations still needs no pool to count.
+    let site = LoopSite::new();
+    site.note_measured(Duration::from_micros(300), 3);
+    assert_eq!(site.in_order_per_item(), Some(100_000.0));
+}
