@@ -58,7 +58,7 @@ pub(crate) use stretch_cost::{BLOCK, StretchCost};
 #[cfg(test)]
 pub(crate) use synced::SYNC_AFTER;
 pub(crate) use synced::{Distances, Stretch, SyncedLoads, wait_until_committed};
-pub(crate) use votes::Votes;
+pub(crate) use votes::{Committed, Votes};
 pub(crate) use window::{MEASURE_FOR, Window};
 
 /// Epochs per decision window.

@@ -7,6 +7,19 @@ use super::{LoopSite, WINDOW, Window};
 use crate::report::ThreadStats;
 use std::time::{Duration, Instant};
 
+/// A committed epoch, as a participant's tally counts it.
+pub(crate) struct Committed {
+    /// It lost a good part of its work to a rollback.
+    pub(crate) rolled_back: bool,
+    /// Its iterations.
+    pub(crate) items: usize,
+    /// Its attempts' run time less what rollbacks threw away, whichever thread ran
+    /// them.
+    pub(crate) useful: Duration,
+    /// The tracked accesses it made, its attempts together.
+    pub(crate) accesses: u32,
+}
+
 /// A participant's tally of the epochs it committed, for the adaptive policy, handed
 /// to the site a window at a time so that commits do not all write one shared line.
 pub(crate) struct Votes {
@@ -15,9 +28,8 @@ pub(crate) struct Votes {
     items: u64,
     /// The work the epochs took, each by its own clock (see [`Votes::epoch`]).
     epoch_time: Duration,
-    /// The least work an iteration took in an epoch that did not roll back, in
-    /// nanoseconds (see [`Tally::cheapest_item_ns`]).
-    cheapest_item_ns: f64,
+    /// The tracked accesses the epochs made (see [`Tally::accesses`]).
+    accesses: u64,
     /// When the window started, and the thread's blocked (waiting, idle, or waiting
     /// at synchronized loads) and wasted time then.
     since: Instant,
@@ -37,7 +49,7 @@ impl Votes {
             rolled_back: 0,
             items: 0,
             epoch_time: Duration::ZERO,
-            cheapest_item_ns: f64::INFINITY,
+            accesses: 0,
             since: Instant::now(),
             blocked_before: Duration::ZERO,
             wasted_before: Duration::ZERO,
@@ -47,9 +59,7 @@ impl Votes {
         }
     }
 
-    /// Counts a committed epoch of `items` iterations that took `useful` (its
-    /// attempts' run time less what rollbacks threw away, whichever thread ran
-    /// them) and lost a good part of its work to a rollback if `rolled_back`.
+    /// Counts a committed epoch ([`Committed`]).
     ///
     /// Automatic chunking sizes epochs from the epochs' own times: this thread's
     /// clock would credit it with the epochs another thread ran and finished while
@@ -58,13 +68,17 @@ impl Votes {
     /// a loop of 2,000 independent iterations of 2 to 18 us cut into 8 epochs).
     pub(crate) fn epoch(
         &mut self,
-        rolled_back: bool,
-        items: usize,
-        useful: Duration,
+        epoch: Committed,
         site: &LoopSite,
         window: &Window,
         ts: &ThreadStats,
     ) {
+        let Committed {
+            rolled_back,
+            items,
+            useful,
+            accesses,
+        } = epoch;
         let generation = window.generation();
         if generation != self.generation {
             // A new window opened since this tally started: start over, counting
@@ -74,7 +88,7 @@ impl Votes {
             self.rolled_back = 0;
             self.items = 0;
             self.epoch_time = Duration::ZERO;
-            self.cheapest_item_ns = f64::INFINITY;
+            self.accesses = 0;
             self.since = Instant::now();
             self.blocked_before = ts.wait + ts.idle + ts.synced_wait;
             self.wasted_before = ts.wasted;
@@ -83,10 +97,7 @@ impl Votes {
         self.rolled_back += u32::from(rolled_back);
         self.items += items as u64;
         self.epoch_time += useful;
-        if !rolled_back && items > 0 {
-            let per_item = useful.as_nanos() as f64 / items as f64;
-            self.cheapest_item_ns = self.cheapest_item_ns.min(per_item);
-        }
+        self.accesses += u64::from(accesses);
         if self.epochs >= WINDOW || (self.epochs.is_power_of_two() && self.far_behind(site)) {
             self.flush(site, window, ts);
         }
@@ -115,7 +126,7 @@ impl Votes {
                 rolled_back: self.rolled_back,
                 useful,
                 work: self.epoch_time,
-                cheapest_item_ns: self.cheapest_item_ns,
+                accesses: self.accesses,
             };
             window.vote(site, tally, self.helper);
             if self.tune_chunk {
@@ -127,7 +138,7 @@ impl Votes {
             self.rolled_back = 0;
             self.items = 0;
             self.epoch_time = Duration::ZERO;
-            self.cheapest_item_ns = f64::INFINITY;
+            self.accesses = 0;
             self.since = Instant::now();
         }
     }

@@ -98,40 +98,39 @@ pub(crate) struct Tally {
     /// The epochs' own work (their runs, less what rollbacks threw away and waits at
     /// synchronized loads), wherever in time it ran.
     pub(crate) work: Duration,
-    /// The least work an iteration took in one of these epochs that did not roll
-    /// back, in nanoseconds (infinite if every one did).
-    pub(crate) cheapest_item_ns: f64,
+    /// The tracked accesses the epochs made (their attempts together).
+    pub(crate) accesses: u64,
 }
+
+/// More than a tracked access costs beyond a plain one, even one whose cache line
+/// another CPU holds (50 to 110 ns measured on the 2-core development machine; 10 to
+/// 30 ns otherwise): taken off the epochs' work for each, what is left is work the
+/// in-order loop does too (see [`in_order_estimate_ns`]).
+pub(crate) const ACCESS_BOUND_NS: f64 = 150.0;
 
 /// What the in-order loop would take for a window's `items` iterations, in
 /// nanoseconds, given what an iteration cost in the site's measuring stretch
-/// (`per_item`), the work of the window's epochs (`work_ns`) and the cheapest
-/// iteration among them (`cheapest_item`): the larger of two estimates.
+/// (`per_item`), and the work of the window's epochs (`work_ns`) with the tracked
+/// accesses they made (`accesses`): the larger of two estimates.
 ///
 /// - `items` times `per_item`: right when the iterations cost alike;
-/// - the epochs' work, scaled by what tracking adds to an iteration (`per_item`
-///   over `cheapest_item`, at most 1): right when some iterations cost far more
-///   than others. A measuring stretch runs a few iterations (20 us of them), and
-///   where a few iterations in a hundred take 15 to 130 times the others (records
-///   of very different sizes) it almost never meets a dear one: `items` times
-///   `per_item` then put windows that ran 1.5 to 2 times faster than the in-order
-///   loop at 0.4 to 0.9 of it, and the site ran in order for most of its runs. The
-///   epochs' own work holds the dear iterations, and the cheapest iteration of the
-///   window is one of the kind measured.
+/// - the epochs' work less [`ACCESS_BOUND_NS`] for each access: a bound below, right
+///   when some iterations cost far more than others and track little. A measuring
+///   stretch runs a few iterations (20 us of them), and where a few iterations in a
+///   hundred take 15 to 130 times the others (records of very different sizes) it
+///   almost never meets a dear one: `items` times `per_item` then put windows that
+///   ran 1.5 to 2 times faster than the in-order loop at 0.4 to 0.9 of it, and the
+///   site ran in order for most of its runs. The epochs' work holds the dear
+///   iterations.
 ///
-/// Where tracking costs more than the work (iterations of tens of nanoseconds),
-/// the scale factor is small and the second estimate stays near the first.
-pub(super) fn in_order_estimate_ns(
-    items: u64,
-    per_item: f64,
-    work_ns: f64,
-    cheapest_item: f64,
-) -> f64 {
+/// Where tracking is much of the work (many accesses an iteration), the second
+/// estimate is about nothing, and the first decides. (Scaled instead by the measured
+/// cost over the window's cheapest iteration, it took iterations of different
+/// lengths for tracking overhead: a loop of 0.2 to 20 us iterations, a tracked read
+/// every 20 ns, was judged 1.8 times faster than in order while running at 0.41.)
+pub(super) fn in_order_estimate_ns(items: u64, per_item: f64, work_ns: f64, accesses: u64) -> f64 {
     let by_items = items as f64 * per_item;
-    if !(cheapest_item.is_finite() && cheapest_item > 0.0) {
-        return by_items;
-    }
-    by_items.max(work_ns * (per_item / cheapest_item).min(1.0))
+    by_items.max(work_ns - accesses as f64 * ACCESS_BOUND_NS)
 }
 
 /// What a run's window held when the run ended before the window filled, kept by the
@@ -143,7 +142,7 @@ pub(crate) struct Partial {
     useful_ns: u64,
     work_ns: u64,
     items: u64,
-    cheapest_item_ps: u64,
+    accesses: u64,
     helpers: u32,
     /// The window's wall time so far, within runs (the time between runs is not the
     /// loop's).
@@ -165,9 +164,8 @@ pub(crate) struct Window {
     items: AtomicU64,
     /// The window's epochs' own work ([`Tally::work`]), in nanoseconds.
     work_ns: AtomicU64,
-    /// The cheapest iteration among them ([`Tally::cheapest_item_ns`]), in
-    /// picoseconds; `u64::MAX` while none is known.
-    cheapest_item_ps: AtomicU64,
+    /// The tracked accesses they made ([`Tally::accesses`]).
+    accesses: AtomicU64,
     /// Votes from threads other than the loop's caller in this window, or 1 from a
     /// worker's arrival (see [`Window::helper_joined_at`]).
     helpers: AtomicU32,
@@ -192,7 +190,7 @@ impl Window {
             useful_ns: AtomicU64::new(0),
             items: AtomicU64::new(0),
             work_ns: AtomicU64::new(0),
-            cheapest_item_ps: AtomicU64::new(u64::MAX),
+            accesses: AtomicU64::new(0),
             helpers: AtomicU32::new(0),
             nudged: AtomicBool::new(false),
             joined: AtomicBool::new(false),
@@ -222,7 +220,7 @@ impl Window {
         self.useful_ns.store(0, Relaxed);
         self.items.store(0, Relaxed);
         self.work_ns.store(0, Relaxed);
-        self.cheapest_item_ps.store(u64::MAX, Relaxed);
+        self.accesses.store(0, Relaxed);
         self.helpers.store(0, Relaxed);
         *lock(&self.start) = now;
         self.generation.fetch_add(1, Relaxed);
@@ -245,7 +243,7 @@ impl Window {
             useful_ns: self.useful_ns.load(Relaxed),
             work_ns: self.work_ns.load(Relaxed),
             items: self.items.load(Relaxed),
-            cheapest_item_ps: self.cheapest_item_ps.load(Relaxed),
+            accesses: self.accesses.load(Relaxed),
             helpers: self.helpers.load(Relaxed),
             wall: now.saturating_duration_since(*lock(&self.start)),
         });
@@ -268,7 +266,7 @@ impl Window {
         self.useful_ns.store(p.useful_ns, Relaxed);
         self.work_ns.store(p.work_ns, Relaxed);
         self.items.store(p.items, Relaxed);
-        self.cheapest_item_ps.store(p.cheapest_item_ps, Relaxed);
+        self.accesses.store(p.accesses, Relaxed);
         self.helpers.store(p.helpers, Relaxed);
         *lock(&self.start) = now.checked_sub(p.wall).unwrap_or(now);
     }
@@ -363,7 +361,7 @@ impl Window {
             rolled_back,
             useful,
             work,
-            cheapest_item_ns,
+            accesses,
         } = tally;
         let total = self.epochs.fetch_add(epochs, Relaxed) + epochs;
         let items = self.items.fetch_add(items, Relaxed) + items;
@@ -372,15 +370,7 @@ impl Window {
         let useful = self.useful_ns.fetch_add(useful_ns, Relaxed) + useful_ns;
         let work_ns = work.as_nanos() as u64;
         let work = self.work_ns.fetch_add(work_ns, Relaxed) + work_ns;
-        let cheapest_ps = if cheapest_item_ns.is_finite() {
-            (cheapest_item_ns * 1000.0) as u64
-        } else {
-            u64::MAX
-        };
-        let cheapest_ps = self
-            .cheapest_item_ps
-            .fetch_min(cheapest_ps, Relaxed)
-            .min(cheapest_ps);
+        let accesses = self.accesses.fetch_add(accesses, Relaxed) + accesses;
         let helpers = self.helpers.fetch_add(u32::from(helper), Relaxed) + u32::from(helper);
         if helpers == 0 && !helper && !self.nudged.load(Relaxed) && !self.joined.load(Relaxed) {
             // No worker yet: one queued behind the caller on its CPU would not run
@@ -451,11 +441,7 @@ impl Window {
         if let Some(per_item) = measured
             && items > 0
         {
-            let cheapest = match cheapest_ps {
-                u64::MAX => f64::INFINITY,
-                ps => ps as f64 / 1000.0,
-            };
-            let in_order = in_order_estimate_ns(items, per_item, work as f64, cheapest);
+            let in_order = in_order_estimate_ns(items, per_item, work as f64, accesses);
             useful = useful.min(OVERHEAD_BOUND * in_order);
             plain_gain = Some(in_order / wall);
         }

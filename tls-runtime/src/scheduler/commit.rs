@@ -8,7 +8,7 @@ use super::attempt::Attempt;
 use super::rollback::describe_violation;
 use super::work::{Done, EpochEnd, Work};
 use super::{LoopEnding, NO_STOP, Shared};
-use crate::adapt::Votes;
+use crate::adapt::{Committed, Votes};
 use crate::control::{Control, Step};
 use crate::epoch::{AwaitHomefreeSignal, Cause, CurrentGuard, EpochCx, NOT_VIOLATED, make_tag};
 use crate::memory::{CommitOutcome, commit_epoch};
@@ -223,14 +223,13 @@ where
         ts.epochs += 1;
         ts.items += work.items_ran() as u64;
         ts.accesses += u64::from(cx.accesses());
-        votes.epoch(
-            work.rolled_back,
-            work.items.len(),
-            work.useful(),
-            self.site,
-            &self.window,
-            ts,
-        );
+        let committed = Committed {
+            rolled_back: work.rolled_back,
+            items: work.items.len(),
+            useful: work.useful(),
+            accesses: cx.accesses(),
+        };
+        votes.epoch(committed, self.site, &self.window, ts);
         Ok(())
     }
 
