@@ -99,16 +99,22 @@ fn overhead_on_short_iterations_is_judged_by_the_in_order_cost_still() {
     assert_eq!(site.held_back(), HeldBack::DidNotPay);
 }
 
-#[test]
-fn a_worker_in_the_run_that_has_not_voted_is_waited_for() {
+/// A worker in the run, and a window both threads voted in, judged: the next one
+/// starts without votes.
+fn after_a_judged_window() -> (Clock, LoopSite, Window) {
     let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
     clock.open(&w);
     w.helper_joined_at(clock.0.get());
-    // A window both threads voted in, judged: the next one starts without votes.
     clock.advance(Duration::from_millis(1));
     clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), true);
     clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), false);
     assert_eq!(w.epochs.load(Relaxed), 0, "judged");
+    (clock, site, w)
+}
+
+#[test]
+fn a_worker_in_the_run_that_has_not_voted_is_waited_for() {
+    let (clock, site, w) = after_a_judged_window();
     assert!(!site.in_order());
     // The worker is in a long epoch; the caller fills the window alone, and waits
     // past WAIT_FOR_HELPERS: no verdict, the worker's vote will come.
@@ -130,12 +136,7 @@ fn a_worker_in_the_run_that_has_not_voted_is_waited_for() {
     clock.vote(&w, &site, 2 * WINDOW, 0, Duration::from_millis(10), false);
     assert!(site.in_order());
     assert_eq!(site.held_back(), HeldBack::NoWorkers);
-    let (clock, site, w) = (Clock::new(), LoopSite::new(), Window::new(2));
-    clock.open(&w);
-    w.helper_joined_at(clock.0.get());
-    clock.advance(Duration::from_millis(1));
-    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), true);
-    clock.vote(&w, &site, WINDOW, 0, Duration::from_micros(950), false);
+    let (clock, site, w) = after_a_judged_window();
     // A worker that left the run is not waited for: the caller alone gained
     // nothing, and the site runs in order for want of workers.
     w.helper_left();
