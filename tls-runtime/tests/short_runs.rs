@@ -5,17 +5,9 @@
 //! the machine giving the worker a core; the window's sums carried between runs are
 //! unit-tested in `adapt/tests/uneven.rs`.)
 
+mod common;
+use common::spin_from;
 use tls_runtime::{Control, Loop, LoopSite, Spec, SpecVec, last_report};
-
-/// About `n` steps of work the optimizer cannot remove.
-#[inline(never)]
-fn spin(n: u64, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for i in 0..n {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
 
 const ITEMS: usize = 10;
 const RUNS: u64 = 300;
@@ -31,7 +23,7 @@ fn short_runs(site: &'static LoopSite, chain: bool) -> u64 {
         let out = SpecVec::from(vec![0u64; ITEMS]);
         Loop::new().threads(2).site(site).run(0..ITEMS, |i| {
             let seed = if chain { shared.get() } else { i as u64 };
-            let x = spin(3_000, seed);
+            let x = spin_from(8, seed);
             if chain {
                 shared.set(x);
             }
@@ -41,7 +33,7 @@ fn short_runs(site: &'static LoopSite, chain: bool) -> u64 {
         let mut want = Vec::with_capacity(ITEMS);
         let mut s = run;
         for i in 0..ITEMS {
-            let x = spin(3_000, if chain { s } else { i as u64 });
+            let x = spin_from(8, if chain { s } else { i as u64 });
             s = x;
             want.push(x);
         }

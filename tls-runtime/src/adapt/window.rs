@@ -133,8 +133,9 @@ pub(super) fn in_order_estimate_ns(items: u64, per_item: f64, work_ns: f64, acce
     by_items.max(work_ns - accesses as f64 * ACCESS_BOUND_NS)
 }
 
-/// What a run's window held when the run ended before the window filled, kept by the
-/// site so that its next run's window goes on from it (see [`Window::carry_to`]).
+/// A window's sums: what its votes added up to, and its wall time. Those of a run's
+/// window that the run ended before it filled are kept by the site, so that its next
+/// run's window goes on from them (see [`Window::carry_to`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Partial {
     pub(super) epochs: u32,
@@ -147,6 +148,20 @@ pub(crate) struct Partial {
     /// The window's wall time so far, within runs (the time between runs is not the
     /// loop's).
     wall: Duration,
+}
+
+impl Partial {
+    /// A window just opened.
+    const EMPTY: Partial = Partial {
+        epochs: 0,
+        rolled_back: 0,
+        useful_ns: 0,
+        work_ns: 0,
+        items: 0,
+        accesses: 0,
+        helpers: 0,
+        wall: Duration::ZERO,
+    };
 }
 
 /// One loop run's window of speculative epochs, filled by its participants' votes
@@ -215,15 +230,34 @@ impl Window {
 
     /// Starts a new window at `now`.
     pub(super) fn open_at(&self, now: Instant) {
-        self.epochs.store(0, Relaxed);
-        self.rolled_back.store(0, Relaxed);
-        self.useful_ns.store(0, Relaxed);
-        self.items.store(0, Relaxed);
-        self.work_ns.store(0, Relaxed);
-        self.accesses.store(0, Relaxed);
-        self.helpers.store(0, Relaxed);
-        *lock(&self.start) = now;
+        self.set_sums(&Partial::EMPTY, now);
         self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// The window's sums so far, its wall time up to `now`.
+    fn sums(&self, now: Instant) -> Partial {
+        Partial {
+            epochs: self.epochs.load(Relaxed),
+            rolled_back: self.rolled_back.load(Relaxed),
+            useful_ns: self.useful_ns.load(Relaxed),
+            work_ns: self.work_ns.load(Relaxed),
+            items: self.items.load(Relaxed),
+            accesses: self.accesses.load(Relaxed),
+            helpers: self.helpers.load(Relaxed),
+            wall: now.saturating_duration_since(*lock(&self.start)),
+        }
+    }
+
+    /// Sets the window's sums to `p`, as if it had started `p.wall` before `now`.
+    fn set_sums(&self, p: &Partial, now: Instant) {
+        self.epochs.store(p.epochs, Relaxed);
+        self.rolled_back.store(p.rolled_back, Relaxed);
+        self.useful_ns.store(p.useful_ns, Relaxed);
+        self.work_ns.store(p.work_ns, Relaxed);
+        self.items.store(p.items, Relaxed);
+        self.accesses.store(p.accesses, Relaxed);
+        self.helpers.store(p.helpers, Relaxed);
+        *lock(&self.start) = now.checked_sub(p.wall).unwrap_or(now);
     }
 
     /// The run ends: a window it did not fill is kept by `site` for its next run.
@@ -236,17 +270,7 @@ impl Window {
 
     /// [`Window::carry_to`] at `now`.
     pub(super) fn carry_to_at(&self, site: &LoopSite, now: Instant) {
-        let epochs = self.epochs.load(Relaxed);
-        let partial = (epochs > 0).then(|| Partial {
-            epochs,
-            rolled_back: self.rolled_back.load(Relaxed),
-            useful_ns: self.useful_ns.load(Relaxed),
-            work_ns: self.work_ns.load(Relaxed),
-            items: self.items.load(Relaxed),
-            accesses: self.accesses.load(Relaxed),
-            helpers: self.helpers.load(Relaxed),
-            wall: now.saturating_duration_since(*lock(&self.start)),
-        });
+        let partial = (self.epochs.load(Relaxed) > 0).then(|| self.sums(now));
         site.keep_partial(partial);
     }
 
@@ -258,17 +282,9 @@ impl Window {
 
     /// [`Window::resume_from`] at `now`.
     pub(super) fn resume_from_at(&self, site: &LoopSite, now: Instant) {
-        let Some(p) = site.take_partial() else {
-            return;
-        };
-        self.epochs.store(p.epochs, Relaxed);
-        self.rolled_back.store(p.rolled_back, Relaxed);
-        self.useful_ns.store(p.useful_ns, Relaxed);
-        self.work_ns.store(p.work_ns, Relaxed);
-        self.items.store(p.items, Relaxed);
-        self.accesses.store(p.accesses, Relaxed);
-        self.helpers.store(p.helpers, Relaxed);
-        *lock(&self.start) = now.checked_sub(p.wall).unwrap_or(now);
+        if let Some(p) = site.take_partial() {
+            self.set_sums(&p, now);
+        }
     }
 
     /// Whether a worker has entered this run.

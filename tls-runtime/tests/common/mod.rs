@@ -4,7 +4,13 @@
 
 /// About `n` microseconds of work, so that epochs overlap.
 pub(crate) fn spin(n: u64) -> u64 {
-    let mut x = n;
+    spin_from(n, n)
+}
+
+/// About `n` microseconds of work whose result depends on `seed` (a chain's next
+/// value).
+pub(crate) fn spin_from(n: u64, seed: u64) -> u64 {
+    let mut x = seed;
     for i in 0..n * 400 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
     }
