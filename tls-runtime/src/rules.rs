@@ -31,6 +31,16 @@ pub(crate) fn target_epoch(quiet: bool) -> Duration {
     }
 }
 
+/// The iterations per epoch that make an epoch of iterations of `per_item_ns` each
+/// last what automatic chunking aims for ([`target_epoch`]), between 1 and
+/// [`MAX_CHUNK`]: what a thread's tally sets the site's chunk to
+/// (`LoopSite::tune_chunk`), and the model with it.
+#[inline]
+pub(crate) fn chunk_for_target(quiet: bool, per_item_ns: f64) -> usize {
+    (target_epoch(quiet).as_nanos() as f64 / per_item_ns.max(1.0)).clamp(1.0, f64::from(MAX_CHUNK))
+        as usize
+}
+
 /// Epochs per thread that a loop run of known length is cut into at least, when its
 /// epochs would otherwise be longer than [`TARGET_EPOCH`]: the last epochs of a run
 /// finish while other threads idle, about half an epoch each, which must stay a small

@@ -5,9 +5,9 @@
 //! into enough epochs for every thread ([`run_chunk`]).
 
 use super::LoopSite;
-use crate::rules::{MAX_CHUNK, halve_chunk, run_chunk, target_epoch};
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
+use crate::rules::{chunk_for_target, halve_chunk, run_chunk};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -97,10 +97,7 @@ impl LoopSite {
         }
         let quiet = !self.rolled_back_once.load(Relaxed);
         let per_item = busy.as_nanos() as f64 / items as f64;
-        let for_target = |quiet: bool| {
-            (target_epoch(quiet).as_nanos() as f64 / per_item.max(1.0))
-                .clamp(1.0, f64::from(MAX_CHUNK)) as u32
-        };
+        let for_target = |quiet: bool| chunk_for_target(quiet, per_item) as u32;
         let short = for_target(false);
         self.short_chunk.store(short, Relaxed);
         let current = self.chunk.load(Relaxed).max(1);

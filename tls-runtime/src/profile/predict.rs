@@ -11,7 +11,8 @@ use super::model::{
 use super::recorder::{AccessKind, EpochProfile, Event};
 use crate::adapt::{Distances, Stretch, WINDOW};
 use crate::rules::{
-    EPOCHS_PER_THREAD, MAX_CHUNK, halve_chunk, planned_chunk, run_chunk, target_epoch,
+    EPOCHS_PER_THREAD, MAX_CHUNK, chunk_for_target, halve_chunk, planned_chunk, run_chunk,
+    target_epoch,
 };
 #[cfg(doc)]
 use crate::rules::{QUIET_TARGET_EPOCH, TARGET_EPOCH};
@@ -86,10 +87,6 @@ pub(super) fn chunked_adaptively(
     threads: usize,
     epoch_cost: f64,
 ) -> Vec<EpochProfile> {
-    let for_target = |quiet: bool, per_item: f64| {
-        (target_epoch(quiet).as_nanos() as f64 / per_item.max(1.0)).clamp(1.0, f64::from(MAX_CHUNK))
-            as usize
-    };
     let window = WINDOW as usize;
     let (mut site_chunk, mut short) = (first.max(1), short.max(1));
     let mut epochs: Vec<EpochProfile> = Vec::new();
@@ -106,8 +103,8 @@ pub(super) fn chunked_adaptively(
         epochs.push(epoch);
         if epochs.len().is_multiple_of(window) {
             let per_item = window_time / window_items as f64;
-            site_chunk = for_target(true, per_item);
-            short = for_target(false, per_item);
+            site_chunk = chunk_for_target(true, per_item);
+            short = chunk_for_target(false, per_item);
             (window_items, window_time) = (0, 0.0);
         }
     }

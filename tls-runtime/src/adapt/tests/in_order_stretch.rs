@@ -123,29 +123,3 @@ fn a_panicking_stretch_leaves_no_mark() {
     );
     assert_eq!(out.into_vec(), vec![1; 10]);
 }
-
-/// A measuring stretch times the plain loop from the end of its first iteration: the
-/// first in order after speculation pays for cache lines the epochs moved to the
-/// other core, and counted, it made a loop that does not pay look as if it did.
-#[test]
-fn a_measuring_stretch_leaves_its_first_iteration_out() {
-    // About `us` microseconds of this thread's CPU time (the stretch is timed by the
-    // CPU clock where there is one).
-    fn spin_us(us: u64) {
-        let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_micros(us) {
-            std::hint::spin_loop();
-        }
-    }
-    let site: &'static LoopSite = Box::leak(Box::new(LoopSite::new()));
-    site.judge(Verdict::Measure);
-    assert_eq!(site.held_back(), HeldBack::Measuring);
-    // The first iteration 2 ms, the others 5 us: counted, the first would put the
-    // cost at 40 us an iteration or more.
-    Loop::new().threads(2).site(site).run(0..200usize, |i| {
-        spin_us(if i == 0 { 2_000 } else { 5 });
-        Control::<()>::Continue
-    });
-    let per_item = site.in_order_per_item().expect("measured");
-    assert!(per_item < 20_000.0, "{per_item} ns an iteration");
-}
